@@ -1,0 +1,183 @@
+package gw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Upstreams names the gRPC address of each service.
+type Upstreams struct {
+	Policy, Roleset, Billing string
+}
+
+// Gateway is the HTTP handler plus the client connections it owns.
+type Gateway struct {
+	http.Handler
+	conns map[string]*grpc.ClientConn
+}
+
+// RequestIDHeader is passed through to the services as the `x-request-id` metadata key.
+const RequestIDHeader = "X-Request-Id"
+
+// New dials the upstreams (lazily: a service that is down answers 503 per request, it does not
+// stop the gateway from starting) and builds the handler.
+func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger) (*Gateway, error) {
+	mux := runtime.NewServeMux(
+		runtime.WithIncomingHeaderMatcher(headerMatcher),
+		runtime.WithErrorHandler(errorHandler),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}),
+	)
+	g := &Gateway{conns: map[string]*grpc.ClientConn{}}
+	addrs := map[string]string{"policy": up.Policy, "roleset": up.Roleset, "billing": up.Billing}
+	for name, addr := range addrs {
+		conn, err := grpc.NewClient(addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gateway: dial %s at %q: %w", name, addr, err)
+		}
+		g.conns[name] = conn
+	}
+	for _, r := range registrations {
+		if err := r.register(ctx, mux, g.conns[r.upstream]); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gateway: register %s: %w", r.service, err)
+		}
+	}
+
+	root := http.NewServeMux()
+	root.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapi)
+	})
+	root.HandleFunc("GET /healthz", g.healthz)
+	root.Handle("/", mux)
+	g.Handler = logRequests(logger, root)
+	return g, nil
+}
+
+// Close closes the upstream connections.
+func (g *Gateway) Close() {
+	for _, c := range g.conns {
+		_ = c.Close()
+	}
+}
+
+// headerMatcher forwards the request id besides grpc-gateway's defaults (which already carry
+// `Authorization` as the `authorization` metadata key).
+func headerMatcher(key string) (string, bool) {
+	if strings.EqualFold(key, RequestIDHeader) {
+		return "x-request-id", true
+	}
+	return runtime.DefaultHeaderMatcher(key)
+}
+
+// errorHandler keeps grpc-gateway's body (the google.rpc.Status with its ErrorInfo details) and
+// only corrects the one mapping the architecture needs differently: FailedPrecondition is a
+// state conflict (a seat cap, builder rights off), answered 409, not 400.
+func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
+		w = &statusOverride{ResponseWriter: w, code: http.StatusConflict}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+type statusOverride struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusOverride) WriteHeader(int) { s.ResponseWriter.WriteHeader(s.code) }
+
+// healthz asks every upstream's grpc.health.v1 and answers 200 only when all are SERVING.
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	out := map[string]string{}
+	ok := true
+	for name, conn := range g.conns {
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		switch {
+		case err != nil:
+			out[name] = "UNREACHABLE: " + status.Convert(err).Message()
+			ok = false
+		default:
+			out[name] = resp.GetStatus().String()
+			ok = ok && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+		}
+	}
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": ok, "upstreams": out})
+}
+
+// logRequests writes one structured line per request; it never logs headers, so tokens stay out.
+func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
+	if logger == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "http",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rec.code), slog.Duration("duration", time.Since(start)),
+			slog.String("request_id", r.Header.Get(RequestIDHeader)))
+	})
+}
+
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+// Flush keeps server-streaming RPCs (Watch) streaming through the recorder.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Serve runs the HTTP server until ctx ends, then shuts it down within timeout.
+func Serve(ctx context.Context, srv *http.Server, timeout time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}

@@ -1,0 +1,25 @@
+package gw
+
+import (
+	"context"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+)
+
+type registration struct {
+	service  string // full proto name; a test checks every service with HTTP rules is listed
+	upstream string
+	register func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error
+}
+
+// registrations lists every service the gateway proxies, by the upstream that serves it.
+var registrations = []registration{
+	{"millwright.policy.v1.EventService", "policy", policyv1.RegisterEventServiceHandler},
+	{"millwright.roleset.v1.EventService", "roleset", rolesetv1.RegisterEventServiceHandler},
+	{"millwright.billing.v1.EventService", "billing", billingv1.RegisterEventServiceHandler},
+}

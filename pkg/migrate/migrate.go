@@ -1,0 +1,94 @@
+// Package migrate applies a service's embedded SQL migrations with goose. Version 1 of every
+// service is the invalidation stream's schema (pkg/stream), so no service can forget it and the
+// trigger function exists before any migration attaches a trigger; a service's own files are
+// numbered from 00002.
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+
+	"github.com/millwright/millwright/pkg/stream"
+)
+
+// streamVersion is the version the stream schema is registered under.
+const streamVersion = 1
+
+func provider(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
+	base := goose.NewGoMigration(streamVersion,
+		&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, stream.SchemaSQL)
+			return err
+		}}, nil)
+	return goose.NewProvider(database.DialectPostgres, db, fsys,
+		goose.WithGoMigrations(base),
+		goose.WithDisableGlobalRegistry(true))
+}
+
+func open(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: parse database url: %w", err)
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+// Up applies every pending migration and returns the version reached.
+func Up(ctx context.Context, dsn string, fsys fs.FS) (int64, error) {
+	db, err := open(dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	p, err := provider(db, fsys)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	return p.GetDBVersion(ctx)
+}
+
+// Expected is the version the embedded migrations reach: what `serve` waits for before it
+// reports SERVING. It reads the numbered file names, the same rule goose applies.
+func Expected(fsys fs.FS) (int64, error) {
+	files, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return 0, err
+	}
+	v := int64(streamVersion)
+	for _, f := range files {
+		n, err := goose.NumericComponent(f)
+		if err != nil {
+			return 0, fmt.Errorf("migrate: %s: %w", f, err)
+		}
+		v = max(v, n)
+	}
+	return v, nil
+}
+
+// Querier is the part of a pgx pool or connection Current needs.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Current reads the version the database is at: 0 when it was never migrated.
+func Current(ctx context.Context, q Querier) (int64, error) {
+	var v int64
+	err := q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&v)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		return 0, nil
+	}
+	return v, err
+}
