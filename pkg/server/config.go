@@ -1,0 +1,245 @@
+package server
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is what every service reads from flags and the environment.
+type Config struct {
+	Name            string // service name, for logs and traces; set by the service, not a flag
+	GRPCAddr        string
+	MetricsAddr     string // "" disables the HTTP metrics server
+	DatabaseURL     DSN
+	LogLevel        string // debug, info, warn, error
+	LogFormat       string // json or text
+	ShutdownTimeout time.Duration
+	AdminToken      Secret
+	ServiceToken    Secret
+}
+
+// RegisterFlags defines the common flags on fs, each with an environment fallback; after
+// parsing, a flag given on the command line beats its environment variable, which beats the
+// default. Parse with cli.ParseFlags so that a malformed environment value is an error.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
+	c.Name = defaults.Name
+	if defaults.LogLevel == "" {
+		defaults.LogLevel = "info"
+	}
+	if defaults.LogFormat == "" {
+		defaults.LogFormat = "json"
+	}
+	if defaults.ShutdownTimeout == 0 {
+		defaults.ShutdownTimeout = 15 * time.Second
+	}
+	StringVar(fs, &c.GRPCAddr, "grpc-addr", "MILLWRIGHT_GRPC_ADDR", defaults.GRPCAddr, "gRPC listen address")
+	StringVar(fs, &c.MetricsAddr, "metrics-addr", "MILLWRIGHT_METRICS_ADDR", defaults.MetricsAddr, "HTTP address for /metrics and /healthz (empty: off)")
+	DSNVar(fs, &c.DatabaseURL, "database-url", "DATABASE_URL", defaults.DatabaseURL, "PostgreSQL connection string")
+	StringVar(fs, &c.LogLevel, "log-level", "MILLWRIGHT_LOG_LEVEL", defaults.LogLevel, "debug, info, warn or error")
+	StringVar(fs, &c.LogFormat, "log-format", "MILLWRIGHT_LOG_FORMAT", defaults.LogFormat, "json or text")
+	DurationVar(fs, &c.ShutdownTimeout, "shutdown-timeout", "MILLWRIGHT_SHUTDOWN_TIMEOUT", defaults.ShutdownTimeout, "how long in-flight calls may run after SIGTERM")
+	SecretVar(fs, &c.AdminToken, "admin-token", "MILLWRIGHT_ADMIN_TOKEN", defaults.AdminToken, "bootstrap superadmin bearer token")
+	SecretVar(fs, &c.ServiceToken, "service-token", "MILLWRIGHT_SERVICE_TOKEN", defaults.ServiceToken, "service-to-service bearer token")
+}
+
+// Secret is a string that must not be printed: String, GoString, LogValue and JSON all show
+// "[redacted]" (or "" when unset, so "is it configured" stays visible). Reveal gets the value.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString keeps %#v from printing the value.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON keeps a Secret out of JSON dumps of a config.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// Reveal returns the secret itself, for the one place that needs it.
+func (s Secret) Reveal() string { return string(s) }
+
+// DSN is a database connection string. It prints with its password redacted, because the
+// rest of it (host, database, user) is exactly what one needs to read in a log.
+type DSN string
+
+func (d DSN) String() string               { return RedactDSN(string(d)) }
+func (d DSN) GoString() string             { return strconv.Quote(d.String()) }
+func (d DSN) LogValue() slog.Value         { return slog.StringValue(d.String()) }
+func (d DSN) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+func (d DSN) Reveal() string               { return string(d) }
+
+var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)`)
+
+// RedactDSN replaces the password of a URL ("postgres://u:pw@h/db", "?password=pw") or
+// key=value ("host=h password=pw") connection string with "xxxxx". A URL it cannot parse is
+// redacted whole: better an unreadable log line than a leaked password.
+func RedactDSN(s string) string {
+	if !strings.Contains(s, "://") {
+		return kvPassword.ReplaceAllString(s, "${1}xxxxx")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return redacted
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	out := u.String()
+	return kvPassword.ReplaceAllString(out, "${1}xxxxx")
+}
+
+// value is a flag.Value with an environment fallback. It remembers where its value came from
+// (for LogConfig) and an unparsable environment value (for cli.ParseFlags).
+type value[T any] struct {
+	p       *T
+	parse   func(string) (T, error)
+	format  func(T) string
+	isBool  bool
+	secret  bool
+	env     string
+	fromEnv bool
+	envErr  error
+}
+
+func (v *value[T]) String() string {
+	if v == nil || v.p == nil { // flag.isZeroValue calls String on a zero value
+		return ""
+	}
+	return v.format(*v.p)
+}
+
+func (v *value[T]) Set(s string) error {
+	x, err := v.parse(s)
+	if err != nil {
+		return err
+	}
+	*v.p = x
+	return nil
+}
+
+func (v *value[T]) Get() any         { return *v.p }
+func (v *value[T]) IsBoolFlag() bool { return v.isBool }
+func (v *value[T]) EnvError() error  { return v.envErr }
+func (v *value[T]) isSecret() bool   { return v.secret }
+func (v *value[T]) isFromEnv() bool  { return v.fromEnv }
+
+func define[T any](fs *flag.FlagSet, v *value[T], name string, def T, usage string) {
+	*v.p = def
+	if v.env != "" {
+		usage += " (env " + v.env + ")"
+		if s, ok := os.LookupEnv(v.env); ok && s != "" {
+			if x, err := v.parse(s); err != nil {
+				v.envErr = fmt.Errorf("environment %s: %w", v.env, err)
+			} else {
+				*v.p, v.fromEnv = x, true
+			}
+		}
+	}
+	fs.Var(v, name, usage)
+}
+
+func parseString(s string) (string, error) { return s, nil }
+func ident[T any](x T) T                   { return x }
+
+// StringVar defines a string flag with an environment fallback (env "" for none).
+func StringVar(fs *flag.FlagSet, p *string, name, env, def, usage string) {
+	define(fs, &value[string]{p: p, parse: parseString, format: ident[string], env: env}, name, def, usage)
+}
+
+// SecretVar defines a Secret flag; its value never shows in usage or LogConfig.
+func SecretVar(fs *flag.FlagSet, p *Secret, name, env string, def Secret, usage string) {
+	define(fs, &value[Secret]{p: p, parse: func(s string) (Secret, error) { return Secret(s), nil },
+		format: Secret.String, secret: true, env: env}, name, def, usage)
+}
+
+// DSNVar defines a DSN flag; its password never shows in usage or LogConfig.
+func DSNVar(fs *flag.FlagSet, p *DSN, name, env string, def DSN, usage string) {
+	define(fs, &value[DSN]{p: p, parse: func(s string) (DSN, error) { return DSN(s), nil },
+		format: DSN.String, env: env}, name, def, usage)
+}
+
+// DurationVar defines a time.Duration flag ("30s") with an environment fallback.
+func DurationVar(fs *flag.FlagSet, p *time.Duration, name, env string, def time.Duration, usage string) {
+	define(fs, &value[time.Duration]{p: p, parse: time.ParseDuration, format: time.Duration.String, env: env}, name, def, usage)
+}
+
+// IntVar defines an int flag with an environment fallback.
+func IntVar(fs *flag.FlagSet, p *int, name, env string, def int, usage string) {
+	define(fs, &value[int]{p: p, parse: strconv.Atoi, format: strconv.Itoa, env: env}, name, def, usage)
+}
+
+// BoolVar defines a bool flag ("--x" alone means true) with an environment fallback.
+func BoolVar(fs *flag.FlagSet, p *bool, name, env string, def bool, usage string) {
+	define(fs, &value[bool]{p: p, parse: strconv.ParseBool, format: strconv.FormatBool, isBool: true, env: env}, name, def, usage)
+}
+
+type described interface {
+	isSecret() bool
+	isFromEnv() bool
+}
+
+var secretName = regexp.MustCompile(`(?i)token|password|passwd|secret|key|credential`)
+
+// LogConfig logs every flag of fs in one "config" line, with where each value came from.
+// Secrets show as "[redacted]" and DSN passwords as "xxxxx"; flags defined with the plain
+// flag package get the same treatment by name (token, password, secret, key) and by
+// content (anything that looks like a URL with a password).
+func LogConfig(logger *slog.Logger, fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var values, sources []any
+	fs.VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		d, ours := f.Value.(described)
+		switch {
+		case ours && d.isSecret(), !ours && secretName.MatchString(f.Name) && v != "":
+			v = Secret(v).String()
+		case !ours:
+			v = RedactDSN(v)
+		}
+		src := "default"
+		switch {
+		case set[f.Name]:
+			src = "flag"
+		case ours && d.isFromEnv():
+			src = "env"
+		}
+		values = append(values, slog.String(f.Name, v))
+		sources = append(sources, slog.String(f.Name, src))
+	})
+	logger.Info("config", slog.Group("flags", values...), slog.Group("source", sources...))
+}
+
+// NewLogger returns the JSON (or text) slog logger services log with.
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "", "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want json or text", format)
+}

@@ -1,0 +1,273 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/validate"
+)
+
+// streamGrace is how long open streams keep running after health turns NOT_SERVING.
+const streamGrace = 200 * time.Millisecond
+
+// Options are what a service plugs into Run.
+type Options struct {
+	// Pool, when set, must answer a ping for the service to be SERVING.
+	Pool *pgxpool.Pool
+	// SchemaVersion, when set, must report current == expected for the service to be
+	// SERVING (typically migrate's applied version against the embedded one).
+	SchemaVersion func(ctx context.Context) (current, expected int64, err error)
+	// Authenticator decides every call that is not public. Required.
+	Authenticator auth.Authenticator
+	// Public lists full method names ("/pkg.Service/Method") that need no token. Health and
+	// reflection are always public.
+	Public []string
+	// Validator validates every request message. Required: a method without a validator
+	// is refused, so a service without a registry could serve nothing.
+	Validator *validate.Registry
+	// Register registers the service implementations on the server.
+	Register func(s *grpc.Server)
+	// Background are long-running loops (stream listener, sweeps). They get a context that
+	// ends after the gRPC server has stopped; an error from one stops the server and is
+	// returned by Run.
+	Background []func(ctx context.Context) error
+	// Logger; nil builds one from Config.LogLevel and LogFormat on stderr.
+	Logger *slog.Logger
+	// Registry receives the server's metrics and is served on /metrics; nil uses
+	// NewRegistry(). Pass your own to add service metrics.
+	Registry *prometheus.Registry
+	// OnListen, when set, is called once both listeners are bound, with their actual
+	// addresses (metricsAddr is "" when metrics are off). Tests use it with port 0.
+	OnListen func(grpcAddr, metricsAddr string)
+	// HealthInterval is how often readiness is re-checked once SERVING (default 5s).
+	HealthInterval time.Duration
+}
+
+// Run serves until ctx is cancelled (SIGTERM via cli.Main) or a listener or background loop
+// fails. Shutdown: health NOT_SERVING, open streams ended, GracefulStop bounded by
+// cfg.ShutdownTimeout then Stop, metrics server stopped, background loops waited for. It
+// returns nil after a shutdown asked for through ctx.
+func Run(ctx context.Context, cfg Config, opts Options) (err error) {
+	if opts.Authenticator == nil || opts.Validator == nil || opts.Register == nil {
+		return errors.New("server: Options.Authenticator, Validator and Register are required")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		if logger, err = NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat); err != nil {
+			return err
+		}
+	}
+	if cfg.Name != "" {
+		logger = logger.With("service", cfg.Name)
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("server: metrics: %w", err)
+	}
+	shutdownTimeout := cfg.ShutdownTimeout
+	if shutdownTimeout <= 0 {
+		shutdownTimeout = 15 * time.Second
+	}
+	interval := opts.HealthInterval
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+
+	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Name)
+	if err != nil {
+		return fmt.Errorf("server: tracing: %w", err)
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if terr := shutdownTracing(tctx); terr != nil {
+			logger.Warn("tracing shutdown", "error", terr.Error())
+		}
+	}()
+
+	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
+	defer drain()
+	public := map[string]bool{}
+	for _, p := range opts.Public {
+		public[p] = true
+	}
+	ch := &chain{logger: logger, metrics: m, authn: opts.Authenticator, public: public,
+		validator: opts.Validator, draining: draining}
+
+	gs := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(tp),
+			otelgrpc.WithPropagators(propagator),
+			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
+		grpc.ChainUnaryInterceptor(ch.unary()...),
+		grpc.ChainStreamInterceptor(ch.stream()...),
+		// Accept the pings Dial's clients send; the default policy (5 min) would answer
+		// them with GOAWAY "too many pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	opts.Register(gs)
+
+	names := []string{""}
+	for name := range gs.GetServiceInfo() {
+		if name != healthpb.Health_ServiceDesc.ServiceName && !infra("/"+name+"/") {
+			names = append(names, name)
+		}
+	}
+	var sds []grpc.ServiceDesc
+	for _, n := range names[1:] {
+		sds = append(sds, grpc.ServiceDesc{ServiceName: n})
+	}
+	if missing := opts.Validator.Missing(sds...); len(missing) > 0 {
+		// Not fatal (a service may be registered ahead of its validators in development), but
+		// loud: those calls are refused with Internal until a validator exists.
+		logger.Error("request types without a validator; their calls will be refused", "types", missing)
+	}
+	rd := &readiness{hs: hs, names: names, pool: opts.Pool, schema: opts.SchemaVersion,
+		interval: interval, logger: logger}
+	rd.set(false)
+
+	var lc net.ListenConfig
+	glis, err := lc.Listen(ctx, "tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("server: listen %s: %w", cfg.GRPCAddr, err)
+	}
+	var hsrv *http.Server
+	var mlis net.Listener
+	if cfg.MetricsAddr != "" {
+		if mlis, err = lc.Listen(ctx, "tcp", cfg.MetricsAddr); err != nil {
+			glis.Close()
+			return fmt.Errorf("server: listen %s: %w", cfg.MetricsAddr, err)
+		}
+		hsrv = &http.Server{Handler: httpMux(reg, rd), ReadHeaderTimeout: 10 * time.Second}
+	}
+	gaddr, maddr := glis.Addr().String(), ""
+	if mlis != nil {
+		maddr = mlis.Addr().String()
+	}
+	logger.Info("listening", "addr", gaddr, "metrics_addr", maddr)
+	if opts.OnListen != nil {
+		opts.OnListen(gaddr, maddr)
+	}
+
+	// failed records the first failure and ends run; a cancelled ctx ends run cleanly.
+	run, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var failOnce sync.Once
+	var failure error
+	fail := func(err error) {
+		failOnce.Do(func() { failure = err })
+		stopRun()
+	}
+
+	var servers, loops sync.WaitGroup
+	servers.Go(func() {
+		if err := gs.Serve(glis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			fail(fmt.Errorf("server: grpc: %w", err))
+		}
+	})
+	if hsrv != nil {
+		servers.Go(func() {
+			if err := hsrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fail(fmt.Errorf("server: metrics: %w", err))
+			}
+		})
+	}
+	servers.Go(func() { rd.run(run) })
+	// Background loops outlive run: in-flight calls may depend on them (the stream listener
+	// feeds caches) until GracefulStop returns.
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	for i, fn := range opts.Background {
+		loops.Go(func() {
+			err := fn(bg)
+			switch {
+			case err != nil && bg.Err() == nil:
+				fail(fmt.Errorf("server: background loop %d: %w", i, err))
+			case err == nil && bg.Err() == nil:
+				logger.Warn("background loop ended early", "index", i)
+			}
+		})
+	}
+
+	<-run.Done()
+	logger.Info("shutting down", "timeout", shutdownTimeout.String())
+	rd.shutdown() // NOT_SERVING everywhere, and it stays so
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	deadline := time.After(shutdownTimeout)
+	// Give health watchers (client-side load balancers) a moment to receive NOT_SERVING
+	// before their streams are ended, then end every open stream so GracefulStop only waits
+	// for unary calls.
+	select {
+	case <-stopped:
+	case <-time.After(min(streamGrace, shutdownTimeout/2)):
+	}
+	drain()
+	select {
+	case <-stopped:
+	case <-deadline:
+		logger.Warn("graceful stop timed out; closing remaining calls")
+		gs.Stop()
+		// Stop cancels the calls' contexts but cannot end a handler that ignores its context,
+		// and GracefulStop waits for handlers: give them a moment, then return anyway rather
+		// than hang the process's exit on a stuck handler.
+		select {
+		case <-stopped:
+		case <-time.After(time.Second):
+			logger.Error("handlers still running after stop; exiting without them")
+		}
+	}
+	if hsrv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = hsrv.Shutdown(sctx)
+		cancel()
+	}
+	stopBg()
+	loops.Wait()
+	servers.Wait()
+	logger.Info("stopped")
+	return failure
+}
+
+// httpMux serves /metrics, /healthz (readiness: 200 only while SERVING, same as grpc health
+// "") and /livez (200 while the process runs, for a liveness probe that must not restart a
+// pod merely because the database is away).
+func httpMux(reg *prometheus.Registry, rd *readiness) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !rd.ready.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
+}
