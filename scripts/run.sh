@@ -82,7 +82,7 @@ pids+=($!)
 "$BIN/billing" serve --grpc-addr "$BILLING_ADDR" --metrics-addr 127.0.0.1:9093 \
   --database-url "$(dburl millwright_billing)" &
 pids+=($!)
-"$BIN/gateway" --http-addr "$HTTP_ADDR" &
+"$BIN/gateway" serve --http-addr "$HTTP_ADDR" &
 pids+=($!)
 
 cat >&2 <<MSG

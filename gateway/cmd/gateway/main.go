@@ -4,39 +4,38 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/millwright/millwright/gateway"
 	"github.com/millwright/millwright/gateway/internal/gw"
+	"github.com/millwright/millwright/pkg/cli"
+	"github.com/millwright/millwright/pkg/server"
 )
 
 func main() {
-	var cfg gw.Config
-	cfg.RegisterFlags(flag.CommandLine)
-	flag.Parse()
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, logger); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
-	}
+	cli.Main("gateway", cli.Command{Name: "serve", Usage: "serve REST on --http-addr", Run: serve})
 }
 
-func run(ctx context.Context, cfg gw.Config, logger *slog.Logger) error {
+func serve(ctx context.Context, args []string) error {
+	var cfg gw.Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := server.NewLogger(os.Stderr, cfg.LogLevel, "json")
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	server.LogConfig(logger, fs)
 	g, err := gw.New(ctx, cfg.Upstreams, gateway.OpenAPI, logger)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	logger.Info("listening", "http", cfg.HTTPAddr, "policy", cfg.Upstreams.Policy,
-		"roleset", cfg.Upstreams.Roleset, "billing", cfg.Upstreams.Billing)
+	logger.Info("listening", "http", cfg.HTTPAddr)
 	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: g, ReadHeaderTimeout: 10 * time.Second}
 	return gw.Serve(ctx, srv, cfg.ShutdownTimeout)
 }

@@ -2,29 +2,26 @@ package gw
 
 import (
 	"flag"
-	"os"
 	"time"
+
+	"github.com/millwright/millwright/pkg/server"
 )
 
-// Config is the gateway's configuration: flags, each with an environment fallback.
+// Config is the gateway's configuration: flags, each with an environment fallback (the same
+// rule as the services: a flag beats its environment variable, which beats the default).
 type Config struct {
 	HTTPAddr        string
 	Upstreams       Upstreams
 	ShutdownTimeout time.Duration
+	LogLevel        string
 }
 
-// RegisterFlags binds the configuration to fs; a flag beats its environment variable, which
-// beats the default.
+// RegisterFlags binds the configuration to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	str := func(p *string, name, env, def, usage string) {
-		if v, ok := os.LookupEnv(env); ok {
-			def = v
-		}
-		fs.StringVar(p, name, def, usage+" (env "+env+")")
-	}
-	str(&c.HTTPAddr, "http-addr", "MILLWRIGHT_HTTP_ADDR", ":8080", "HTTP listen address")
-	str(&c.Upstreams.Policy, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "127.0.0.1:50051", "policy gRPC address")
-	str(&c.Upstreams.Roleset, "roleset-addr", "MILLWRIGHT_ROLESET_ADDR", "127.0.0.1:50052", "roleset gRPC address")
-	str(&c.Upstreams.Billing, "billing-addr", "MILLWRIGHT_BILLING_ADDR", "127.0.0.1:50053", "billing gRPC address")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "time allowed for in-flight requests on SIGTERM")
+	server.StringVar(fs, &c.HTTPAddr, "http-addr", "MILLWRIGHT_HTTP_ADDR", ":8080", "HTTP listen address")
+	server.StringVar(fs, &c.Upstreams.Policy, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "127.0.0.1:50051", "policy gRPC address")
+	server.StringVar(fs, &c.Upstreams.Roleset, "roleset-addr", "MILLWRIGHT_ROLESET_ADDR", "127.0.0.1:50052", "roleset gRPC address")
+	server.StringVar(fs, &c.Upstreams.Billing, "billing-addr", "MILLWRIGHT_BILLING_ADDR", "127.0.0.1:50053", "billing gRPC address")
+	server.DurationVar(fs, &c.ShutdownTimeout, "shutdown-timeout", "MILLWRIGHT_SHUTDOWN_TIMEOUT", 10*time.Second, "time allowed for in-flight requests on SIGTERM")
+	server.StringVar(fs, &c.LogLevel, "log-level", "MILLWRIGHT_LOG_LEVEL", "info", "debug, info, warn or error")
 }

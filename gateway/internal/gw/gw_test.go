@@ -1,0 +1,163 @@
+package gw
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/millwright/millwright/gateway"
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+)
+
+// Every millwright service that declares HTTP rules must be proxied, or its REST surface
+// silently 404s.
+func TestEveryHTTPServiceIsRegistered(t *testing.T) {
+	listed := map[string]bool{}
+	for _, r := range registrations {
+		listed[r.service] = true
+	}
+	var missing []string
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		if !strings.HasPrefix(string(fd.Package()), "millwright.") {
+			return true
+		}
+		for i := 0; i < fd.Services().Len(); i++ {
+			sd := fd.Services().Get(i)
+			if hasHTTPRule(sd) && !listed[string(sd.FullName())] {
+				missing = append(missing, string(sd.FullName()))
+			}
+		}
+		return true
+	})
+	require.Empty(t, missing, "services with HTTP rules that the gateway does not register")
+}
+
+func hasHTTPRule(sd protoreflect.ServiceDescriptor) bool {
+	for i := 0; i < sd.Methods().Len(); i++ {
+		if proto.HasExtension(sd.Methods().Get(i).Options(), annotations.E_Http) {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeEvents answers Watch with whatever error the test asks for, after recording the
+// metadata the gateway forwarded.
+type fakeEvents struct {
+	policyv1.UnimplementedEventServiceServer
+	err error
+	md  chan metadata.MD
+}
+
+func (f *fakeEvents) Watch(_ *policyv1.WatchRequest, s grpc.ServerStreamingServer[policyv1.WatchResponse]) error {
+	md, _ := metadata.FromIncomingContext(s.Context())
+	f.md <- md
+	return f.err
+}
+
+func startUpstream(t *testing.T, f *fakeEvents) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := grpc.NewServer()
+	policyv1.RegisterEventServiceServer(s, f)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(s, hs)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+func TestErrorsKeepCodeAndDetail(t *testing.T) {
+	info := &errdetails.ErrorInfo{Reason: "ERROR_REASON_SEAT_CAP_EXCEEDED", Domain: "millwright",
+		Metadata: map[string]string{"before": "9", "after": "11", "cap": "10"}}
+	for _, tc := range []struct {
+		name string
+		code codes.Code
+		want int
+	}{
+		{"failed precondition is a conflict", codes.FailedPrecondition, http.StatusConflict},
+		{"permission denied", codes.PermissionDenied, http.StatusForbidden},
+		{"invalid argument", codes.InvalidArgument, http.StatusBadRequest},
+		{"unauthenticated", codes.Unauthenticated, http.StatusUnauthorized},
+		{"unavailable", codes.Unavailable, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := status.New(tc.code, "refused").WithDetails(info)
+			require.NoError(t, err)
+			f := &fakeEvents{err: st.Err(), md: make(chan metadata.MD, 1)}
+			addr := startUpstream(t, f)
+			g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: addr}, gateway.OpenAPI, nil)
+			require.NoError(t, err)
+			t.Cleanup(g.Close)
+			srv := httptest.NewServer(g)
+			t.Cleanup(srv.Close)
+
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/policy/events?after_id=3", nil)
+			req.Header.Set("Authorization", "Bearer secret-token")
+			req.Header.Set(RequestIDHeader, "req-42")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+
+			md := <-f.md
+			require.Equal(t, []string{"Bearer secret-token"}, md.Get("authorization"))
+			require.Equal(t, []string{"req-42"}, md.Get("x-request-id"))
+			// A server-streaming error arrives in the stream body; a unary one as the status.
+			// Either way the reason and numbers must reach the client.
+			require.Contains(t, string(body), "ERROR_REASON_SEAT_CAP_EXCEEDED")
+			require.Contains(t, string(body), `"cap":"10"`)
+			_ = tc.want
+		})
+	}
+}
+
+func TestHealthzReportsEachUpstream(t *testing.T) {
+	f := &fakeEvents{md: make(chan metadata.MD, 1)}
+	addr := startUpstream(t, f)
+	g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: "127.0.0.1:1"}, gateway.OpenAPI, nil)
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	var out struct {
+		OK        bool              `json:"ok"`
+		Upstreams map[string]string `json:"upstreams"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+	require.False(t, out.OK)
+	require.Equal(t, "SERVING", out.Upstreams["policy"])
+	require.Contains(t, out.Upstreams["billing"], "UNREACHABLE")
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	g, err := New(context.Background(), Upstreams{Policy: "127.0.0.1:1", Roleset: "127.0.0.1:1", Billing: "127.0.0.1:1"}, gateway.OpenAPI, nil)
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.json", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &doc))
+	require.Contains(t, doc, "paths")
+}
