@@ -1,0 +1,163 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+)
+
+// Event is one entry of the stream.
+type Event struct {
+	// ID is the position in the stream: strictly increasing, never reused (gaps are normal:
+	// rolled-back transactions draw ids too).
+	ID        int64
+	Kind      string
+	Workspace string
+	Key       string
+	// Op is "insert", "update" or "delete"; for in-process subscribers also OpResync.
+	Op string
+	// Payload is a JSON object of the columns the trigger lists (the old row's for a delete).
+	Payload   json.RawMessage
+	CreatedAt time.Time
+}
+
+// OpResync is the Op of a synthetic event delivered to in-process subscribers when the
+// listener fell behind the retention window (rows it had not read were pruned): drop every
+// cached entry. Its ID is the head the listener resumes from. It never appears in the outbox
+// or on Watch (remote consumers get a ResyncError instead).
+const OpResync = "resync"
+
+// Querier is the part of a pool, connection or transaction Head and Append need.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queryer also reads many rows: pools, connections and transactions all satisfy it.
+type queryer interface {
+	Querier
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// headSQL includes pruned_through so that the head of a fully pruned outbox is not 0: a
+// consumer that resyncs to it must not be told to resync again.
+const headSQL = `SELECT greatest((SELECT coalesce(max(id), 0) FROM stream_outbox),
+                                (SELECT pruned_through FROM stream_state))`
+
+// Head returns the newest committed id (0 when nothing was ever appended). Because ids become
+// visible in commit order, every event up to it is committed or will never exist.
+func Head(ctx context.Context, q Querier) (int64, error) {
+	var h int64
+	if err := q.QueryRow(ctx, headSQL).Scan(&h); err != nil {
+		return 0, fmt.Errorf("stream: read head: %w", err)
+	}
+	return h, nil
+}
+
+// prunedThrough returns stream_state.pruned_through.
+func prunedThrough(ctx context.Context, q Querier) (int64, error) {
+	var p int64
+	if err := q.QueryRow(ctx, `SELECT pruned_through FROM stream_state`).Scan(&p); err != nil {
+		return 0, fmt.Errorf("stream: read pruned_through: %w", err)
+	}
+	return p, nil
+}
+
+// Append appends an event that no trigger produces (e.g. "run ended") in the caller's
+// transaction and returns its id. It takes the stream's ordering lock until tx ends, so call
+// it as the last statement before COMMIT. e.ID and e.CreatedAt are ignored; a nil Payload is
+// an empty object.
+func Append(ctx context.Context, tx Querier, e Event) (int64, error) {
+	if e.Kind == "" || e.Op == "" {
+		return 0, errors.New("stream: append: kind and op are required")
+	}
+	if e.Op == OpResync {
+		return 0, errors.New("stream: append: op resync is reserved")
+	}
+	var payload *string
+	if len(e.Payload) > 0 {
+		if !json.Valid(e.Payload) {
+			return 0, errors.New("stream: append: payload is not valid JSON")
+		}
+		p := string(e.Payload)
+		payload = &p
+	}
+	var id int64
+	err := tx.QueryRow(ctx, `SELECT stream_append($1, $2, $3, $4, $5::text::jsonb)`,
+		e.Kind, e.Workspace, e.Key, e.Op, payload).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("stream: append: %w", err)
+	}
+	return id, nil
+}
+
+// readBatch is the catch-up read shared by the listener and Watch's backlog.
+const readSQL = `SELECT id, kind, workspace, key, op, payload, created_at
+                   FROM stream_outbox WHERE id > $1 ORDER BY id LIMIT $2`
+
+// batchSize bounds one catch-up read; callers loop until a short batch.
+const batchSize = 1000
+
+func readAfter(ctx context.Context, q queryer, after int64, limit int) ([]Event, error) {
+	rows, err := q.Query(ctx, readSQL, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("stream: read after %d: %w", after, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var payload []byte
+		err := r.Scan(&e.ID, &e.Kind, &e.Workspace, &e.Key, &e.Op, &payload, &e.CreatedAt)
+		e.Payload = payload
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: read after %d: %w", after, err)
+	}
+	return evs, nil
+}
+
+// ToProto converts an event to the wire envelope.
+func ToProto(e *Event) *commonv1.Event {
+	if e == nil {
+		return nil
+	}
+	pe := &commonv1.Event{
+		Id:          e.ID,
+		Kind:        e.Kind,
+		Workspace:   e.Workspace,
+		Key:         e.Key,
+		Op:          e.Op,
+		PayloadJson: string(e.Payload),
+	}
+	if !e.CreatedAt.IsZero() {
+		pe.CreatedAt = timestamppb.New(e.CreatedAt)
+	}
+	return pe
+}
+
+// FromProto converts a wire envelope back (a nil event gives the zero Event).
+func FromProto(pe *commonv1.Event) Event {
+	if pe == nil {
+		return Event{}
+	}
+	e := Event{
+		ID:        pe.GetId(),
+		Kind:      pe.GetKind(),
+		Workspace: pe.GetWorkspace(),
+		Key:       pe.GetKey(),
+		Op:        pe.GetOp(),
+	}
+	if pe.GetPayloadJson() != "" {
+		e.Payload = json.RawMessage(pe.GetPayloadJson())
+	}
+	if pe.GetCreatedAt() != nil {
+		e.CreatedAt = pe.GetCreatedAt().AsTime()
+	}
+	return e
+}

@@ -1,0 +1,401 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options tune a Stream; the zero value gives the defaults.
+type Options struct {
+	// PollInterval is how often the listener reads the outbox even without a notification: the
+	// bound on the delay a lost notification can cause. Default 1s.
+	PollInterval time.Duration
+	// Retention is how long outbox rows are kept. Default 24h.
+	Retention time.Duration
+	// PruneInterval is how often Run prunes; negative disables pruning in Run (Prune can still
+	// be called). Default 1m. Every replica may prune: concurrent prunes are safe.
+	PruneInterval time.Duration
+	// HeartbeatInterval is how long Watch stays silent before it sends a heartbeat. Default 15s.
+	HeartbeatInterval time.Duration
+	// StartAfter, when set, makes Run deliver every retained event after this id instead of
+	// starting at the current head. Local caches start empty, so replaying history to them is
+	// useless; this is for tools and tests.
+	StartAfter *int64
+	// Logger receives reconnects and prune errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// listenerAppName is the application_name of the LISTEN connection, so operators (and tests)
+// can find it in pg_stat_activity.
+const listenerAppName = "millwright_stream_listener"
+
+const (
+	minReconnect = 100 * time.Millisecond
+	maxReconnect = 5 * time.Second
+	// watchBuffer is how many live events a Watch may have queued before it is considered
+	// lagging and falls back to reading the table (the listener never blocks on a watcher).
+	defaultWatchBuffer = 1024
+)
+
+// Stream delivers the outbox of one database to in-process subscribers and to Watch callers.
+// Create it with New and run Run in the background.
+type Stream struct {
+	pool *pgxpool.Pool
+	opts Options
+	log  *slog.Logger
+
+	running   atomic.Bool
+	pos       atomic.Int64
+	started   bool // Run's goroutine only: the start position was set
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	mu       sync.Mutex
+	subs     atomic.Pointer[[]*subscriber] // copy-on-write under mu; read lock-free by delivery
+	advanced chan struct{}                 // under mu; closed (and replaced) when pos advances
+
+	watchBuffer  int
+	minReconnect time.Duration
+	noListen     bool // tests: measure the polling baseline
+}
+
+type subscriber struct {
+	fn   func(Event)
+	dead atomic.Bool
+}
+
+// New returns a Stream reading the outbox through pool. The LISTEN connection is opened
+// separately with the pool's connection settings, so it does not take a pool slot.
+func New(pool *pgxpool.Pool, opts Options) *Stream {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = 24 * time.Hour
+	}
+	if opts.PruneInterval == 0 {
+		opts.PruneInterval = time.Minute
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 15 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Stream{
+		pool:         pool,
+		opts:         opts,
+		log:          opts.Logger.With("component", "stream"),
+		advanced:     make(chan struct{}),
+		ready:        make(chan struct{}),
+		watchBuffer:  defaultWatchBuffer,
+		minReconnect: minReconnect,
+	}
+	s.subs.Store(&[]*subscriber{})
+	return s
+}
+
+// Subscribe registers fn to be called with every event, synchronously from Run's goroutine, in
+// id order, before Position moves past it (so WaitFor(id) returning means fn saw id). fn must
+// be quick and must not block: it delays every other subscriber. After unsubscribe returns, fn
+// is not called again (except for a call already in progress).
+func (s *Stream) Subscribe(fn func(Event)) (unsubscribe func()) {
+	sub := &subscriber{fn: fn}
+	s.mu.Lock()
+	old := *s.subs.Load()
+	next := make([]*subscriber, len(old), len(old)+1)
+	copy(next, old)
+	s.subs.Store(new(append(next, sub)))
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sub.dead.Store(true)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			old := *s.subs.Load()
+			next := make([]*subscriber, 0, len(old))
+			for _, o := range old {
+				if o != sub {
+					next = append(next, o)
+				}
+			}
+			s.subs.Store(&next)
+		})
+	}
+}
+
+// Ready is closed once Run has connected, listens and has set its start position: from then
+// on every committed event reaches subscribers. A replica whose caches depend on the stream
+// should report SERVING only after it.
+func (s *Stream) Ready() <-chan struct{} { return s.ready }
+
+// Position returns the id of the last event delivered to subscribers (or the head Run started
+// from). 0 before Run has connected once.
+func (s *Stream) Position() int64 { return s.pos.Load() }
+
+// WaitFor blocks until Position() >= id (read-your-writes: after committing a change, wait for
+// Head to be delivered before answering from a cache) or ctx is done.
+func (s *Stream) WaitFor(ctx context.Context, id int64) error {
+	for {
+		s.mu.Lock()
+		ch := s.advanced
+		s.mu.Unlock()
+		if s.pos.Load() >= id {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// setPosition publishes a new position and wakes WaitFor callers.
+func (s *Stream) setPosition(p int64) {
+	s.pos.Store(p)
+	s.mu.Lock()
+	close(s.advanced)
+	s.advanced = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Stream) deliver(evs []Event) {
+	for _, e := range evs {
+		for _, sub := range *s.subs.Load() {
+			if !sub.dead.Load() {
+				sub.fn(e)
+			}
+		}
+		s.pos.Store(e.ID)
+	}
+	if len(evs) > 0 {
+		s.setPosition(evs[len(evs)-1].ID)
+	}
+}
+
+// Run delivers events until ctx is done, then returns ctx.Err(). Connection failures are
+// logged and retried with backoff, never returned. Only one Run per Stream at a time.
+func (s *Stream) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("stream: Run is already running")
+	}
+	defer s.running.Store(false)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.opts.PruneInterval > 0 {
+		wg.Go(func() { s.pruneLoop(ctx) })
+	}
+
+	bo := newBackoff(s.minReconnect, maxReconnect)
+	for {
+		err := s.listen(ctx, bo.reset)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := bo.next()
+		s.log.Warn("stream listener lost its connection; reconnecting", "error", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return ctx.Err()
+		}
+	}
+}
+
+// listen runs one connection's life: LISTEN, catch up, then wait for notifications or the poll
+// interval, catching up after each. It returns when the connection fails or ctx is done.
+func (s *Stream) listen(ctx context.Context, connected func()) error {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = listenerAppName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("stream: connect: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if !s.noListen {
+		// LISTEN before the first read: anything committed after the read is then notified.
+		if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+			return fmt.Errorf("stream: listen: %w", err)
+		}
+	}
+	if !s.started {
+		start, err := s.startPosition(ctx, conn)
+		if err != nil {
+			return err
+		}
+		s.started = true
+		s.setPosition(start)
+	}
+	s.readyOnce.Do(func() { close(s.ready) })
+	connected()
+
+	for {
+		if err := s.catchUp(ctx, conn); err != nil {
+			return err
+		}
+		if err := s.waitNotification(ctx, conn); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Stream) startPosition(ctx context.Context, q Querier) (int64, error) {
+	if s.opts.StartAfter != nil {
+		return *s.opts.StartAfter, nil
+	}
+	return Head(ctx, q)
+}
+
+// waitNotification returns nil when a notification of an id not yet delivered arrives or the
+// poll interval passes, and an error when the connection failed or ctx is done.
+func (s *Stream) waitNotification(ctx context.Context, conn *pgx.Conn) error {
+	wctx, cancel := context.WithTimeout(ctx, s.opts.PollInterval)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if wctx.Err() != nil && pgconn.Timeout(err) {
+				return nil // poll
+			}
+			return fmt.Errorf("stream: wait for notification: %w", err)
+		}
+		// A transaction's notifications arrive together, and one catch-up already read them
+		// all: skip what is delivered instead of querying once per notification.
+		if id, perr := strconv.ParseInt(n.Payload, 10, 64); perr == nil && id <= s.Position() {
+			continue
+		}
+		return nil
+	}
+}
+
+// catchUp delivers every committed event after Position, in id order.
+func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		pos := s.Position()
+		evs, err := readAfter(ctx, conn, pos, batchSize)
+		if err != nil {
+			return err
+		}
+		// Read after the rows: if nothing after pos was pruned by now, the rows are complete.
+		pruned, err := prunedThrough(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if pos < pruned {
+			head, err := Head(ctx, conn)
+			if err != nil {
+				return err
+			}
+			s.log.Warn("stream listener fell behind the retention window; telling subscribers to resync",
+				"position", pos, "pruned_through", pruned, "head", head)
+			s.deliver([]Event{{ID: head, Op: OpResync, CreatedAt: time.Now()}})
+			continue
+		}
+		s.deliver(evs)
+		if len(evs) < batchSize {
+			return nil
+		}
+	}
+}
+
+func (s *Stream) pruneLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.PruneInterval)
+	defer t.Stop()
+	for {
+		if n, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("stream prune failed", "error", err)
+		} else if n > 0 {
+			s.log.Debug("stream pruned", "rows", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pruneSQL deletes one batch of expired rows and raises pruned_through to the highest deleted
+// id in the same statement (one transaction), keeping "every deleted id <= pruned_through".
+// SKIP LOCKED lets replicas prune concurrently without waiting on each other; greatest()
+// keeps pruned_through from going down when they commit out of order.
+const pruneSQL = `
+WITH d AS (
+    DELETE FROM stream_outbox WHERE id IN (
+        SELECT id FROM stream_outbox
+         WHERE created_at < now() - $1::bigint * interval '1 microsecond'
+         ORDER BY id LIMIT $2
+           FOR UPDATE SKIP LOCKED)
+    RETURNING id
+), u AS (
+    UPDATE stream_state SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM d))
+     WHERE EXISTS (SELECT 1 FROM d)
+)
+SELECT count(*) FROM d`
+
+// Prune deletes outbox rows older than Options.Retention, in batches, and returns how many it
+// deleted. Run calls it every PruneInterval; it is exported for operators and tests.
+func (s *Stream) Prune(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.pool.QueryRow(ctx, pruneSQL, s.opts.Retention.Microseconds(), batchSize).Scan(&n)
+		if err != nil {
+			return total, fmt.Errorf("stream: prune: %w", err)
+		}
+		total += n
+		if n < batchSize {
+			return total, nil
+		}
+	}
+}
+
+// backoff is exponential with jitter, so replicas that lost the database together do not
+// reconnect in lockstep.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(minD, maxD time.Duration) *backoff {
+	return &backoff{min: minD, max: maxD, cur: minD}
+}
+
+func (b *backoff) reset() { b.cur = b.min }
+
+// next returns a delay in [cur/2, cur] and doubles cur up to max.
+func (b *backoff) next() time.Duration {
+	d := b.cur/2 + rand.N(b.cur/2+1)
+	b.cur = min(2*b.cur, b.max)
+	return d
+}
+
+// sleep waits d or until ctx is done; false means ctx is done.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

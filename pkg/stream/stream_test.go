@@ -1,0 +1,282 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/pkg/pgtest"
+	"github.com/millwright/millwright/pkg/stream"
+)
+
+// writeConcurrently runs writers x perWriter transactions; every 7th rolls back and every 5th
+// writes two events. It returns the number of committed events.
+func writeConcurrently(t *testing.T, pool *pgxpool.Pool, writers, perWriter int) int {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	counts := make([]int, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					n := 1
+					if i%5 == 0 {
+						n = 2
+					}
+					for j := range n {
+						if _, err := tx.Exec(ctx, `INSERT INTO item (name) VALUES ($1)`, fmt.Sprintf("w%d-%d-%d", w, i, j)); err != nil {
+							return err
+						}
+					}
+					if i%7 == 3 {
+						return errRollback
+					}
+					counts[w] += n
+					return nil
+				})
+				if err != nil && err != errRollback {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	return total
+}
+
+var errRollback = fmt.Errorf("deliberate rollback")
+
+func TestConcurrentWritersDeliveredInOrderExactlyOnce(t *testing.T) {
+	leakCheck(t)
+	pool := newPool(t, newDB(t))
+	s := stream.New(pool, stream.Options{})
+	var got collector
+	var order []int64 // checked as delivered, not only at the end
+	var bad error
+	defer s.Subscribe(func(e stream.Event) {
+		if n := len(order); n > 0 && e.ID <= order[n-1] && bad == nil {
+			bad = fmt.Errorf("id %d delivered after %d", e.ID, order[n-1])
+		}
+		order = append(order, e.ID)
+		got.add(e)
+	})()
+	startStream(t, s)
+
+	committed := writeConcurrently(t, pool, 8, 100)
+	waitHead(t, s, pool)
+
+	delivered := ids(got.events())
+	require.NoError(t, bad)
+	requireStrictlyIncreasing(t, delivered)
+	require.Len(t, delivered, committed)
+	require.Equal(t, outboxIDs(t, pool), delivered, "every committed event exactly once")
+	t.Logf("%d events from 8 concurrent writers delivered in order", committed)
+}
+
+func TestTwoReplicasSeeEveryEvent(t *testing.T) {
+	leakCheck(t)
+	dsn := newDB(t)
+	pools := []*pgxpool.Pool{newPool(t, dsn), newPool(t, dsn)}
+	streams := make([]*stream.Stream, 2)
+	got := make([]*collector, 2)
+	for i, p := range pools {
+		streams[i] = stream.New(p, stream.Options{})
+		got[i] = &collector{}
+		defer streams[i].Subscribe(got[i].add)()
+		startStream(t, streams[i])
+	}
+	committed := writeConcurrently(t, pools[0], 4, 25)
+	want := outboxIDs(t, pools[0])
+	require.Len(t, want, committed)
+	for i := range streams {
+		waitHead(t, streams[i], pools[i])
+		require.Equal(t, want, ids(got[i].events()), "replica %d", i)
+	}
+}
+
+// listenerPID finds the listener's backend (the test's database has one Stream).
+func listenerPID(t *testing.T, su *pgx.Conn, db string) int32 {
+	t.Helper()
+	var pid int32
+	require.Eventually(t, func() bool {
+		err := su.QueryRow(context.Background(),
+			`SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = $2`,
+			db, stream.ListenerAppName).Scan(&pid)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	return pid
+}
+
+func TestEventCommittedWhileListenerDeadIsDelivered(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	dsn := newDB(t)
+	pool := newPool(t, dsn)
+	// No polling within the test: only the catch-up after reconnecting can deliver.
+	s := stream.New(pool, stream.Options{PollInterval: time.Hour})
+	// Reconnecting takes >= 200ms, so the commit below surely lands while no listener exists.
+	stream.SetMinReconnect(s, 400*time.Millisecond)
+	var got collector
+	defer s.Subscribe(got.add)()
+	startStream(t, s)
+
+	su, err := pgx.Connect(ctx, pgtest.Superuser(t))
+	require.NoError(t, err)
+	defer su.Close(context.Background())
+	db := dbName(t, dsn)
+
+	for round := range 3 {
+		pid := listenerPID(t, su, db)
+		var ok bool
+		require.NoError(t, su.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok))
+		require.True(t, ok)
+		start := time.Now()
+		insertItem(t, pool, fmt.Sprintf("while-dead-%d", round)) // its NOTIFY reaches no one
+		var listeners int
+		require.NoError(t, su.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2`,
+			db, stream.ListenerAppName).Scan(&listeners))
+		require.Zero(t, listeners, "the event must be committed while no listener exists")
+		head := waitHead(t, s, pool)
+		took := time.Since(start)
+		require.Less(t, took, 5*time.Second)
+		require.Equal(t, head, got.events()[len(got.events())-1].ID)
+		require.NotEqual(t, pid, listenerPID(t, su, db), "a new listener connection")
+		t.Logf("round %d: delivered %v after the commit (reconnect backoff 200-400ms)", round, took.Round(time.Millisecond))
+	}
+	// And notifications work again on the new connection.
+	insertItem(t, pool, "after")
+	waitHead(t, s, pool)
+	require.Len(t, got.events(), 4)
+}
+
+func TestPollingDeliversWithoutNotification(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	pool := newPool(t, newDB(t))
+	s := stream.New(pool, stream.Options{PollInterval: 100 * time.Millisecond})
+	var got collector
+	defer s.Subscribe(got.add)()
+	startStream(t, s)
+	// Let several poll timeouts pass first: the connection must survive them.
+	time.Sleep(350 * time.Millisecond)
+	// Written without stream_append: no NOTIFY at all, as if it was lost.
+	_, err := pool.Exec(ctx, `INSERT INTO stream_outbox (kind, key, op) VALUES ('item', 'x', 'insert')`)
+	require.NoError(t, err)
+	start := time.Now()
+	waitHead(t, s, pool)
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Len(t, got.events(), 1)
+}
+
+func TestListenerBehindRetentionTellsSubscribersToResync(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	pool := newPool(t, newDB(t))
+	for i := range 5 {
+		insertItem(t, pool, fmt.Sprint(i))
+	}
+	pruner := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1})
+	n, err := pruner.Prune(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+	insertItem(t, pool, "kept")
+	head, err := stream.Head(ctx, pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, head)
+
+	zero := int64(0)
+	s := stream.New(pool, stream.Options{StartAfter: &zero, PruneInterval: -1})
+	var got collector
+	defer s.Subscribe(got.add)()
+	startStream(t, s)
+	waitHead(t, s, pool)
+	evs := got.events()
+	require.Len(t, evs, 1)
+	require.Equal(t, stream.OpResync, evs[0].Op)
+	require.Equal(t, head, evs[0].ID)
+}
+
+func TestConcurrentPrune(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	pool := newPool(t, newDB(t))
+	_, err := pool.Exec(ctx, `INSERT INTO item (name) SELECT 'n' || g FROM generate_series(1, 3500) g`)
+	require.NoError(t, err)
+	head, err := stream.Head(ctx, pool)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var total int64
+	for range 4 {
+		wg.Go(func() {
+			s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1})
+			n, err := s.Prune(ctx)
+			if !assertNoError(t, err) {
+				return
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 3500, total, "each row deleted exactly once")
+	var pruned int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pruned_through FROM stream_state`).Scan(&pruned))
+	require.Equal(t, head, pruned)
+	h2, err := stream.Head(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, head, h2, "head survives an empty outbox")
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+func TestUnsubscribe(t *testing.T) {
+	leakCheck(t)
+	pool := newPool(t, newDB(t))
+	s := stream.New(pool, stream.Options{})
+	var a, b collector
+	unsubA := s.Subscribe(a.add)
+	defer s.Subscribe(b.add)()
+	startStream(t, s)
+	insertItem(t, pool, "1")
+	waitHead(t, s, pool)
+	unsubA()
+	unsubA() // idempotent
+	insertItem(t, pool, "2")
+	waitHead(t, s, pool)
+	require.Len(t, a.events(), 1)
+	require.Len(t, b.events(), 2)
+}
+
+func TestRunTwice(t *testing.T) {
+	leakCheck(t)
+	pool := newPool(t, newDB(t))
+	s := stream.New(pool, stream.Options{})
+	startStream(t, s)
+	require.Error(t, s.Run(context.Background()))
+}

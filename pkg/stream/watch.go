@@ -1,0 +1,138 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+)
+
+// errLagged ends a live phase whose watcher could not keep up; Watch then re-reads the table.
+var errLagged = errors.New("stream: watcher lagged")
+
+// Watch is the server side of the Watch RPC. It sends every event with an id greater than
+// afterID (afterID < 0: from the current head) whose kind is in kinds (empty: all), in id
+// order, first from the table, then live from this process's listener (so Run must be
+// running), with no gap or duplicate between the two. When nothing was sent for
+// HeartbeatInterval it sends a heartbeat: send(nil, head). head is the newest id the server
+// knows of. It returns a *ResyncError when afterID (>= 0) is older than the retention window
+// (or newer than the head: the database lost history), the first error of send, or ctx.Err().
+//
+// A policy handler is:
+//
+//	func (h *events) Watch(req *policyv1.WatchRequest, srv policyv1.EventService_WatchServer) error {
+//		return h.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(e *stream.Event, head int64) error {
+//			return srv.Send(&policyv1.WatchResponse{Event: stream.ToProto(e), HeadId: head})
+//		})
+//	}
+func (s *Stream) Watch(ctx context.Context, afterID int64, kinds []string, send func(e *Event, head int64) error) error {
+	match := func(e *Event) bool { return len(kinds) == 0 || slices.Contains(kinds, e.Kind) }
+	cursor := afterID
+	for {
+		// Subscribe before reading the backlog: every event the listener delivers from now on
+		// is queued, and every event it delivered before is committed, hence in the backlog.
+		live := make(chan Event, s.watchBuffer)
+		lagged := make(chan struct{})
+		var dropped bool // only touched by the listener's goroutine
+		unsubscribe := s.Subscribe(func(e Event) {
+			if dropped {
+				return
+			}
+			select {
+			case live <- e:
+			default:
+				dropped = true
+				close(lagged)
+			}
+		})
+		err := s.watchPhases(ctx, &cursor, match, live, lagged, send)
+		unsubscribe()
+		if !errors.Is(err, errLagged) {
+			return err
+		}
+	}
+}
+
+func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Event) bool,
+	live <-chan Event, lagged <-chan struct{}, send func(*Event, int64) error) error {
+	head, err := Head(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	if *cursor < 0 {
+		*cursor = head
+	}
+	if *cursor > head {
+		// Every id a consumer holds came from a committed event, and head never goes down:
+		// this database lost history (restored from a backup), so ids after the consumer's
+		// position will be reused. Only a snapshot is safe.
+		pruned, err := prunedThrough(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		return &ResyncError{OldestID: pruned}
+	}
+
+	// Backlog.
+	for {
+		evs, err := readAfter(ctx, s.pool, *cursor, batchSize)
+		if err != nil {
+			return err
+		}
+		// Read after the rows: if nothing after the cursor was pruned by now, they are complete.
+		pruned, err := prunedThrough(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		if *cursor < pruned {
+			return &ResyncError{OldestID: pruned}
+		}
+		for i := range evs {
+			e := &evs[i]
+			*cursor = e.ID
+			if match(e) {
+				if err := send(e, max(head, e.ID)); err != nil {
+					return err
+				}
+			}
+		}
+		if len(evs) < batchSize {
+			break
+		}
+	}
+
+	// Live.
+	hb := time.NewTimer(s.opts.HeartbeatInterval)
+	defer hb.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-lagged:
+			return errLagged
+		case <-hb.C:
+			if err := send(nil, max(s.Position(), *cursor)); err != nil {
+				return err
+			}
+			hb.Reset(s.opts.HeartbeatInterval)
+		case e := <-live:
+			if e.Op == OpResync {
+				// The listener skipped pruned rows it had not read, so live events up to e.ID
+				// may be missing: re-read the table (which decides whether this watcher must
+				// resync too).
+				return errLagged
+			}
+			if e.ID <= *cursor {
+				continue // already sent from the backlog
+			}
+			*cursor = e.ID
+			if !match(&e) {
+				continue
+			}
+			if err := send(&e, max(s.Position(), e.ID)); err != nil {
+				return err
+			}
+			hb.Reset(s.opts.HeartbeatInterval)
+		}
+	}
+}
