@@ -20,6 +20,17 @@ type registration struct {
 // registrations lists every service the gateway proxies, by the upstream that serves it.
 var registrations = []registration{
 	{"millwright.policy.v1.EventService", "policy", policyv1.RegisterEventServiceHandler},
+	{"millwright.policy.v1.WorkspaceService", "policy", policyv1.RegisterWorkspaceServiceHandler},
+	{"millwright.policy.v1.CatalogService", "policy", policyv1.RegisterCatalogServiceHandler},
+	{"millwright.policy.v1.TagService", "policy", policyv1.RegisterTagServiceHandler},
+	{"millwright.policy.v1.TokenService", "policy", policyv1.RegisterTokenServiceHandler},
+	{"millwright.policy.v1.RunService", "policy", policyv1.RegisterRunServiceHandler},
+	{"millwright.policy.v1.SettingsService", "policy", policyv1.RegisterSettingsServiceHandler},
 	{"millwright.roleset.v1.EventService", "roleset", rolesetv1.RegisterEventServiceHandler},
+	{"millwright.roleset.v1.ClusterService", "roleset", rolesetv1.RegisterClusterServiceHandler},
+	{"millwright.roleset.v1.RoleService", "roleset", rolesetv1.RegisterRoleServiceHandler},
+	{"millwright.roleset.v1.DatatableService", "roleset", rolesetv1.RegisterDatatableServiceHandler},
+	{"millwright.roleset.v1.ConnectionService", "roleset", rolesetv1.RegisterConnectionServiceHandler},
 	{"millwright.billing.v1.EventService", "billing", billingv1.RegisterEventServiceHandler},
+	{"millwright.billing.v1.BillingService", "billing", billingv1.RegisterBillingServiceHandler},
 }
