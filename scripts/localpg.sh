@@ -11,7 +11,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RUN=$ROOT/.run
+RUN=${MILLWRIGHT_RUN_DIR:-$ROOT/.run}
 DATA=$RUN/pg
 SOCK=$RUN/pg-sock
 LOG=$RUN/pg.log

@@ -4,8 +4,8 @@
 # gateway in the foreground. Ctrl-C or SIGTERM stops every process it started, Postgres included.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=$ROOT/bin
-RUN=$ROOT/.run
+BIN=${MILLWRIGHT_BIN_DIR:-$ROOT/bin}
+RUN=${MILLWRIGHT_RUN_DIR:-$ROOT/.run}
 mkdir -p "$RUN"
 chmod 755 "$RUN"
 
@@ -52,10 +52,11 @@ dburl() {
 }
 
 export MILLWRIGHT_ADMIN_TOKEN MILLWRIGHT_SERVICE_TOKEN MILLWRIGHT_ENCRYPTION_KEY MILLWRIGHT_SET_SECRET
+export MILLWRIGHT_INSTANCE_ID=${MILLWRIGHT_INSTANCE_ID:-local}
 MILLWRIGHT_ADMIN_TOKEN=$(secret admin-token MILLWRIGHT_ADMIN_TOKEN)
 MILLWRIGHT_SERVICE_TOKEN=$(secret service-token MILLWRIGHT_SERVICE_TOKEN)
 if [ -z "${MILLWRIGHT_ENCRYPTION_KEY:-}" ]; then
-  [ -s "$RUN/encryption-key" ] || (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n' > "$RUN/encryption-key")
+  [ -s "$RUN/encryption-key" ] || (umask 077 && printf 'k1:%s' "$(head -c 32 /dev/urandom | base64 | tr -d '\n')" > "$RUN/encryption-key")
   MILLWRIGHT_ENCRYPTION_KEY=$(cat "$RUN/encryption-key")
 fi
 MILLWRIGHT_SET_SECRET=$(secret set-secret MILLWRIGHT_SET_SECRET)
@@ -71,15 +72,16 @@ POLICY_ADDR=${MILLWRIGHT_POLICY_ADDR:-127.0.0.1:50051}
 ROLESET_ADDR=${MILLWRIGHT_ROLESET_ADDR:-127.0.0.1:50052}
 BILLING_ADDR=${MILLWRIGHT_BILLING_ADDR:-127.0.0.1:50053}
 HTTP_ADDR=${MILLWRIGHT_HTTP_ADDR:-127.0.0.1:8080}
+METRICS_PORT=${MILLWRIGHT_METRICS_BASE_PORT:-9091} # policy, roleset, billing: this port and the next two
 export MILLWRIGHT_POLICY_ADDR=$POLICY_ADDR MILLWRIGHT_ROLESET_ADDR=$ROLESET_ADDR MILLWRIGHT_BILLING_ADDR=$BILLING_ADDR
 
-"$BIN/policy" serve --grpc-addr "$POLICY_ADDR" --metrics-addr 127.0.0.1:9091 \
+"$BIN/policy" serve --grpc-addr "$POLICY_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 0)) \
   --database-url "$(dburl millwright_policy)" &
 pids+=($!)
-"$BIN/roleset" serve --grpc-addr "$ROLESET_ADDR" --metrics-addr 127.0.0.1:9092 \
+"$BIN/roleset" serve --grpc-addr "$ROLESET_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 1)) \
   --database-url "$(dburl millwright_roleset)" &
 pids+=($!)
-"$BIN/billing" serve --grpc-addr "$BILLING_ADDR" --metrics-addr 127.0.0.1:9093 \
+"$BIN/billing" serve --grpc-addr "$BILLING_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 2)) \
   --database-url "$(dburl millwright_billing)" &
 pids+=($!)
 "$BIN/gateway" serve --http-addr "$HTTP_ADDR" &
@@ -87,9 +89,9 @@ pids+=($!)
 
 cat >&2 <<MSG
 millwright: running
-  policy   grpc $POLICY_ADDR   metrics http://127.0.0.1:9091/metrics
-  roleset  grpc $ROLESET_ADDR   metrics http://127.0.0.1:9092/metrics
-  billing  grpc $BILLING_ADDR   metrics http://127.0.0.1:9093/metrics
+  policy   grpc $POLICY_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 0))/metrics
+  roleset  grpc $ROLESET_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 1))/metrics
+  billing  grpc $BILLING_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 2))/metrics
   gateway  http://$HTTP_ADDR   (/openapi.json, /healthz)
   admin token in .run/admin-token; Ctrl-C stops everything
 MSG

@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+)
+
+// TestLocalStack starts scripts/run.sh the way `make run` does, checks what the README promises
+// (every service lists itself, health and reflection; health is SERVING; the gateway answers
+// /healthz and /openapi.json), then sends SIGTERM and checks that no process and no listening
+// port is left behind.
+func TestLocalStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole stack; skipped with -short")
+	}
+	st := StartStack(t)
+
+	for name, addr := range map[string]string{"policy": st.Policy, "roleset": st.Roleset, "billing": st.Billing} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			require.NoError(t, err)
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			require.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus())
+
+			services := listServices(ctx, t, conn)
+			require.Contains(t, services, "grpc.health.v1.Health")
+			require.Contains(t, services, "grpc.reflection.v1.ServerReflection")
+			require.Contains(t, services, "millwright."+name+".v1.EventService")
+		})
+	}
+
+	resp, err := http.Get(st.HTTP + "/healthz")
+	require.NoError(t, err)
+	var health struct {
+		OK        bool              `json:"ok"`
+		Upstreams map[string]string `json:"upstreams"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&health))
+	resp.Body.Close()
+	require.True(t, health.OK, "%v", health.Upstreams)
+
+	resp, err = http.Get(st.HTTP + "/openapi.json")
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&doc))
+	resp.Body.Close()
+	require.NotEmpty(t, doc["paths"])
+
+	st.Stop(t)
+	for _, addr := range st.Addrs() {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			t.Errorf("%s still listening after SIGTERM", addr)
+		}
+	}
+	out, _ := exec.Command("pgrep", "-af", st.Dir).Output()
+	require.Empty(t, strings.TrimSpace(string(out)), "processes left behind")
+}
+
+func listServices(ctx context.Context, t *testing.T, conn *grpc.ClientConn) []string {
+	t.Helper()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}))
+	resp, err := stream.Recv()
+	require.NoError(t, err)
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	return names
+}
+
+// Stack is a running scripts/run.sh with its own ports, data directory and binaries.
+type Stack struct {
+	Dir                             string // the run directory: Postgres data, tokens
+	Policy, Roleset, Billing, HTTPA string
+	HTTP                            string // base URL of the gateway
+	metrics                         []string
+	pg                              string
+	cmd                             *exec.Cmd
+	done                            chan error
+}
+
+// AdminToken is the superadmin bootstrap token run.sh generated.
+func (s *Stack) AdminToken(t *testing.T) string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "admin-token"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// Addrs lists every address the stack listens on.
+func (s *Stack) Addrs() []string {
+	return append([]string{s.Policy, s.Roleset, s.Billing, s.HTTPA, s.pg}, s.metrics...)
+}
+
+// StartStack builds the binaries and starts the stack on free ports; it is stopped at cleanup
+// if the test has not stopped it.
+func StartStack(t *testing.T) *Stack {
+	t.Helper()
+	root := repoRoot(t)
+	dir, err := os.MkdirTemp("", "millwright-e2e-")
+	require.NoError(t, err)
+	// The Postgres server runs as the postgres user when we are root: it must reach the dir.
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+
+	bin := filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", bin+"/",
+		"./services/policy/cmd/policy", "./services/roleset/cmd/roleset",
+		"./services/billing/cmd/billing", "./gateway/cmd/gateway")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	ports := freePorts(t, 8)
+	host := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	st := &Stack{
+		Dir: filepath.Join(dir, "run"), Policy: host(ports[0]), Roleset: host(ports[1]),
+		Billing: host(ports[2]), HTTPA: host(ports[3]), pg: host(ports[7]),
+		metrics: []string{host(ports[4]), host(ports[4] + 1), host(ports[4] + 2)},
+		done:    make(chan error, 1),
+	}
+	st.HTTP = "http://" + st.HTTPA
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run.sh"))
+	cmd.Dir = root
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "MILLWRIGHT_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env,
+		"MILLWRIGHT_RUN_DIR="+st.Dir, "MILLWRIGHT_BIN_DIR="+bin,
+		"MILLWRIGHT_PG_PORT="+strconv.Itoa(ports[7]),
+		"MILLWRIGHT_POLICY_ADDR="+st.Policy, "MILLWRIGHT_ROLESET_ADDR="+st.Roleset,
+		"MILLWRIGHT_BILLING_ADDR="+st.Billing, "MILLWRIGHT_HTTP_ADDR="+st.HTTPA,
+		"MILLWRIGHT_METRICS_BASE_PORT="+strconv.Itoa(ports[4]))
+	logf, err := os.Create(filepath.Join(dir, "stack.log"))
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	st.cmd = cmd
+	go func() { st.done <- cmd.Wait(); logf.Close() }()
+	t.Cleanup(func() {
+		if st.cmd != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-st.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "stack.log"))
+			t.Logf("stack log:\n%s", tail(string(b), 6000))
+		}
+	})
+
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(st.HTTP + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return st
+			}
+		}
+		select {
+		case err := <-st.done:
+			st.cmd = nil
+			b, _ := os.ReadFile(filepath.Join(dir, "stack.log"))
+			t.Fatalf("stack exited early (%v):\n%s", err, tail(string(b), 6000))
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stack not healthy within 90s")
+		}
+	}
+}
+
+// Stop sends SIGTERM to run.sh, as a user's Ctrl-C or a supervisor would, and waits for it.
+func (s *Stack) Stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run.sh did not stop within 30s of SIGTERM")
+	}
+	s.cmd = nil
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "go.work"))
+	require.NoError(t, err, "repository root not found from %s", dir)
+	return dir
+}
+
+// freePorts returns n ports that were free a moment ago; the last-but-three run consecutive
+// (metrics ports are a base and the next two).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if len(ports) == 4 { // the metrics base: need p, p+1, p+2 free
+			ok := true
+			for i := 1; i <= 2; i++ {
+				if c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i)); err != nil {
+					ok = false
+				} else {
+					c.Close()
+				}
+			}
+			if !ok {
+				continue
+			}
+			ports = append(ports, p, p+1, p+2)
+			continue
+		}
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
