@@ -44,6 +44,8 @@ const (
 	ErrorReason_ERROR_REASON_ALREADY_EXISTS ErrorReason = 7
 	// The caller is a member of the workspace but disabled.
 	ErrorReason_ERROR_REASON_MEMBER_DISABLED ErrorReason = 8
+	// The change would leave the workspace without an enabled admin.
+	ErrorReason_ERROR_REASON_LAST_ADMIN ErrorReason = 9
 	// The stream consumer asked to resume from an id that was pruned: rebuild from a snapshot.
 	// Metadata: `oldest_id`.
 	ErrorReason_ERROR_REASON_STREAM_RESYNC_REQUIRED ErrorReason = 20
@@ -106,6 +108,7 @@ var (
 		6:  "ERROR_REASON_NOT_FOUND",
 		7:  "ERROR_REASON_ALREADY_EXISTS",
 		8:  "ERROR_REASON_MEMBER_DISABLED",
+		9:  "ERROR_REASON_LAST_ADMIN",
 		20: "ERROR_REASON_STREAM_RESYNC_REQUIRED",
 		21: "ERROR_REASON_SCHEMA_NOT_READY",
 		22: "ERROR_REASON_CONFLICT_RETRY",
@@ -140,6 +143,7 @@ var (
 		"ERROR_REASON_NOT_FOUND":              6,
 		"ERROR_REASON_ALREADY_EXISTS":         7,
 		"ERROR_REASON_MEMBER_DISABLED":        8,
+		"ERROR_REASON_LAST_ADMIN":             9,
 		"ERROR_REASON_STREAM_RESYNC_REQUIRED": 20,
 		"ERROR_REASON_SCHEMA_NOT_READY":       21,
 		"ERROR_REASON_CONFLICT_RETRY":         22,
@@ -197,7 +201,7 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xaa\b\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xc7\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12 \n" +
@@ -207,7 +211,8 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\x1dERROR_REASON_ROLE_NOT_ALLOWED\x10\x05\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x06\x12\x1f\n" +
 	"\x1bERROR_REASON_ALREADY_EXISTS\x10\a\x12 \n" +
-	"\x1cERROR_REASON_MEMBER_DISABLED\x10\b\x12'\n" +
+	"\x1cERROR_REASON_MEMBER_DISABLED\x10\b\x12\x1b\n" +
+	"\x17ERROR_REASON_LAST_ADMIN\x10\t\x12'\n" +
 	"#ERROR_REASON_STREAM_RESYNC_REQUIRED\x10\x14\x12!\n" +
 	"\x1dERROR_REASON_SCHEMA_NOT_READY\x10\x15\x12\x1f\n" +
 	"\x1bERROR_REASON_CONFLICT_RETRY\x10\x16\x12#\n" +

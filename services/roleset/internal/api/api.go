@@ -1,0 +1,454 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/errs"
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/services/roleset/internal/core"
+	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/rolename"
+	"github.com/millwright/millwright/services/roleset/internal/store"
+	"github.com/millwright/millwright/services/roleset/internal/tenancy"
+)
+
+// Server implements every roleset service.
+type Server struct {
+	rolesetv1.UnimplementedClusterServiceServer
+	rolesetv1.UnimplementedRoleServiceServer
+	rolesetv1.UnimplementedDatatableServiceServer
+	rolesetv1.UnimplementedConnectionServiceServer
+	rolesetv1.UnimplementedEventServiceServer
+
+	Engine *core.Engine
+	Stream *stream.Stream // nil: Watch is unavailable
+}
+
+// Register registers every service on s.
+func (h *Server) Register(s *grpc.Server) {
+	rolesetv1.RegisterClusterServiceServer(s, h)
+	rolesetv1.RegisterRoleServiceServer(s, h)
+	rolesetv1.RegisterDatatableServiceServer(s, h)
+	rolesetv1.RegisterConnectionServiceServer(s, h)
+	rolesetv1.RegisterEventServiceServer(s, h)
+}
+
+// PublicMethods need no token from the server's authenticator: ConnectionService's bearer is a
+// job token, which the engine authenticates through policy (and caches, so the warm path makes
+// no call).
+var PublicMethods = []string{
+	rolesetv1.ConnectionService_ResolveConnection_FullMethodName,
+	rolesetv1.ConnectionService_ExplainConnection_FullMethodName,
+}
+
+func requireAdmin(ctx context.Context) error {
+	id, ok := auth.FromContext(ctx)
+	if ok && (id.Kind == auth.Superadmin || id.Kind == auth.Service) {
+		return nil
+	}
+	return errs.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED,
+		"this RPC needs the superadmin or service token", nil)
+}
+
+// mapError turns core and store errors into statuses; anything else is rewritten by errs.
+func mapError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		R := commonv1.ErrorReason(0)
+		code := codes.PermissionDenied
+		md := map[string]string{}
+		switch ce.Code {
+		case core.CodeInvalid:
+			return errs.InvalidField(ce.Field, ce.Rule, ce.Msg)
+		case core.CodeMalformedReference:
+			code, R = codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE
+			md["rule"], md["field"] = ce.Rule, ce.Field
+		case core.CodeReservedName:
+			code, R = codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_RESERVED_NAME
+			md["rule"], md["field"] = ce.Rule, ce.Field
+		case core.CodeNotFound:
+			code, R = codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND
+			md["kind"] = ce.Kind
+		case core.CodeAlreadyExists:
+			code, R = codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS
+		case core.CodeNoViewer:
+			R = commonv1.ErrorReason_ERROR_REASON_NO_VIEWER
+		case core.CodeNoRole:
+			R = commonv1.ErrorReason_ERROR_REASON_NO_ROLE
+		case core.CodeRoleDisabled:
+			R = commonv1.ErrorReason_ERROR_REASON_ROLE_DISABLED
+		case core.CodeNotMember:
+			R = commonv1.ErrorReason_ERROR_REASON_NO_ROLE
+		case core.CodeUnauthenticated:
+			return auth.Unauthenticated(ce.Msg)
+		case core.CodeFailedPrecondition:
+			code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY
+		case core.CodeUnavailable:
+			code, R = codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+		}
+		if len(md) == 0 {
+			md = nil
+		}
+		return errs.New(code, R, ce.Msg, md)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errs.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found", nil)
+	case errors.Is(err, store.ErrAlreadyExists):
+		return errs.New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "already exists", nil)
+	case errors.Is(err, store.ErrUnknownRole):
+		return errs.InvalidField("roles", "unknown_role", "a role id is not a ready role of the data table's cluster")
+	}
+	return errs.RewriteError(ctx, err)
+}
+
+// ---- clusters ----
+
+func clusterToProto(c store.Cluster) *rolesetv1.Cluster {
+	return &rolesetv1.Cluster{ClusterId: c.ID, Host: c.Host, Port: int32(c.Port), MaintenanceDatabase: c.MaintenanceDB,
+		AdminUser: c.AdminUser, CreateTime: timestamppb.New(c.CreatedAt)}
+}
+
+// UpsertCluster implements ClusterService.
+func (h *Server) UpsertCluster(ctx context.Context, req *rolesetv1.UpsertClusterRequest) (*rolesetv1.UpsertClusterResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	enc, err := h.Engine.Keys().Encrypt(req.GetAdminPassword(), core.ClusterAAD(req.GetClusterId()))
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	c, err := h.Engine.Store().UpsertCluster(ctx, store.Cluster{ID: req.GetClusterId(), Host: req.GetHost(), Port: int(req.GetPort()),
+		MaintenanceDB: req.GetMaintenanceDatabase(), AdminUser: req.GetAdminUser(), AdminPasswordEnc: enc})
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	h.Engine.Cache.DropConns()
+	return &rolesetv1.UpsertClusterResponse{Cluster: clusterToProto(c)}, nil
+}
+
+// ListClusters implements ClusterService.
+func (h *Server) ListClusters(ctx context.Context, _ *rolesetv1.ListClustersRequest) (*rolesetv1.ListClustersResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	cs, err := h.Engine.Store().ListClusters(ctx)
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	resp := &rolesetv1.ListClustersResponse{}
+	for _, c := range cs {
+		resp.Clusters = append(resp.Clusters, clusterToProto(c))
+	}
+	return resp, nil
+}
+
+// ---- roles ----
+
+func roleToProto(r store.Role) *rolesetv1.Role {
+	return &rolesetv1.Role{RoleId: strconv.FormatInt(r.ID, 10), ClusterId: r.ClusterID, Name: r.Name,
+		Enabled: r.Enabled && r.State == store.StateReady, Oid: uint32(r.OID), CreateTime: timestamppb.New(r.CreatedAt)}
+}
+
+func parseRoleID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errs.InvalidField("role_id", "role_id", "role_id must be a positive decimal id")
+	}
+	return id, nil
+}
+
+// CreateRole implements RoleService.
+func (h *Server) CreateRole(ctx context.Context, req *rolesetv1.CreateRoleRequest) (*rolesetv1.CreateRoleResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	r, err := h.Engine.CreateRole(ctx, req.GetClusterId(), req.GetName())
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	return &rolesetv1.CreateRoleResponse{Role: roleToProto(r)}, nil
+}
+
+// UpdateRole implements RoleService.
+func (h *Server) UpdateRole(ctx context.Context, req *rolesetv1.UpdateRoleRequest) (*rolesetv1.UpdateRoleResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	id, err := parseRoleID(req.GetRoleId())
+	if err != nil {
+		return nil, err
+	}
+	var r store.Role
+	if req.Name != nil {
+		if r, err = h.Engine.RenameRole(ctx, id, req.GetName()); err != nil {
+			return nil, mapError(ctx, err)
+		}
+	}
+	if req.Enabled != nil {
+		if r, err = h.Engine.SetRoleEnabled(ctx, id, req.GetEnabled()); err != nil {
+			return nil, mapError(ctx, err)
+		}
+	}
+	if req.Name == nil && req.Enabled == nil {
+		if r, err = h.Engine.Store().Role(ctx, id); err != nil {
+			return nil, mapError(ctx, err)
+		}
+	}
+	return &rolesetv1.UpdateRoleResponse{Role: roleToProto(r)}, nil
+}
+
+// DeleteRole implements RoleService.
+func (h *Server) DeleteRole(ctx context.Context, req *rolesetv1.DeleteRoleRequest) (*rolesetv1.DeleteRoleResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	id, err := parseRoleID(req.GetRoleId())
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Engine.DeleteRole(ctx, id); err != nil {
+		return nil, mapError(ctx, err)
+	}
+	return &rolesetv1.DeleteRoleResponse{}, nil
+}
+
+// ListRoles implements RoleService.
+func (h *Server) ListRoles(ctx context.Context, req *rolesetv1.ListRolesRequest) (*rolesetv1.ListRolesResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	rs, err := h.Engine.Store().ListRoles(ctx, req.GetClusterId())
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	resp := &rolesetv1.ListRolesResponse{}
+	for _, r := range rs {
+		resp.Roles = append(resp.Roles, roleToProto(r))
+	}
+	return resp, nil
+}
+
+// Sweep implements RoleService.
+func (h *Server) Sweep(ctx context.Context, _ *rolesetv1.SweepRequest) (*rolesetv1.SweepResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	res, err := h.Engine.Sweep(ctx)
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	return &rolesetv1.SweepResponse{Dropped: res.Dropped, Resumed: res.Resumed}, nil
+}
+
+// ---- data tables ----
+
+func checkDefaultRole(v string) error {
+	if v == rolename.AdminRole || v == rolename.NoneSentinel {
+		return nil
+	}
+	if _, err := parseRoleID(v); err != nil {
+		return errs.InvalidField("default_role", "default_role", `default_role must be a role id, "admin" or "$none"`)
+	}
+	return nil
+}
+
+// UpsertDatatable implements DatatableService.
+func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatatableRequest) (*rolesetv1.UpsertDatatableResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	enc, err := h.Engine.Keys().Encrypt(req.GetAdminPassword(), core.DatatableAAD(req.GetWorkspace(), req.GetName()))
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	d, err := h.Engine.Store().UpsertDatatable(ctx, store.Datatable{Workspace: req.GetWorkspace(), Name: req.GetName(),
+		ClusterID: req.GetClusterId(), Database: req.GetDatabase(), AdminUser: req.GetAdminUser(), AdminPasswordEnc: enc,
+		DefaultRole: req.GetDefaultRole()})
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	h.Engine.Cache.DropConns()
+	return &rolesetv1.UpsertDatatableResponse{Datatable: &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name,
+		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole}}, nil
+}
+
+func rolesToProto(m map[string][]string) map[string]*rolesetv1.Tenants {
+	out := make(map[string]*rolesetv1.Tenants, len(m))
+	for k, v := range m {
+		out[k] = &rolesetv1.Tenants{Tenants: slices.Clone(v)}
+	}
+	return out
+}
+
+// SetPermissions implements DatatableService.
+func (h *Server) SetPermissions(ctx context.Context, req *rolesetv1.SetPermissionsRequest) (*rolesetv1.SetPermissionsResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	roles := map[string][]string{}
+	var ids []int64
+	for _, k := range slices.Sorted(maps.Keys(req.GetRoles())) {
+		if k != rolename.AdminRole {
+			id, err := strconv.ParseInt(k, 10, 64)
+			if err != nil || id <= 0 {
+				return nil, errs.InvalidField("roles", "role_key", `roles keys must be role ids or "admin"`)
+			}
+			ids = append(ids, id)
+		}
+		roles[k] = slices.Clone(req.GetRoles()[k].GetTenants())
+	}
+	if d := req.GetDefaultRole(); d != rolename.AdminRole && d != rolename.NoneSentinel {
+		id, _ := strconv.ParseInt(d, 10, 64)
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	d, err := h.Engine.Store().SetPermissions(ctx, req.GetWorkspace(), req.GetName(), req.GetDefaultRole(), roles, ids)
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	h.Engine.Cache.DropConns()
+	return &rolesetv1.SetPermissionsResponse{DefaultRole: d.DefaultRole, Roles: rolesToProto(d.Roles)}, nil
+}
+
+// GetPermissions implements DatatableService.
+func (h *Server) GetPermissions(ctx context.Context, req *rolesetv1.GetPermissionsRequest) (*rolesetv1.GetPermissionsResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	d, err := h.Engine.Store().GetDatatable(ctx, req.GetWorkspace(), req.GetName())
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	return &rolesetv1.GetPermissionsResponse{DefaultRole: d.DefaultRole, Roles: rolesToProto(d.Roles)}, nil
+}
+
+// ---- connections ----
+
+type refRequest interface {
+	GetReference() string
+	GetDatatable() string
+	GetRole() string
+}
+
+// parseRef applies the strict parser: exactly one of reference and datatable(+role).
+func parseRef(req refRequest) (dtref.Ref, error) {
+	hasRef := req.GetReference() != ""
+	hasAgent := req.GetDatatable() != "" || req.GetRole() != ""
+	switch {
+	case hasRef && hasAgent:
+		return dtref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE,
+			"send either reference or datatable and role, not both", map[string]string{"rule": "reference_and_fields", "field": "reference"})
+	case !hasRef && !hasAgent:
+		return dtref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE,
+			"reference is required", map[string]string{"rule": "required", "field": "reference"})
+	}
+	var ref dtref.Ref
+	var err error
+	if hasRef {
+		ref, err = dtref.Parse(req.GetReference())
+	} else {
+		ref, err = dtref.FromAgent(req.GetDatatable(), req.GetRole())
+	}
+	if err != nil {
+		var de *dtref.Error
+		md := map[string]string{"rule": "malformed"}
+		if errors.As(err, &de) {
+			md = map[string]string{"rule": de.Rule, "field": de.Field}
+		}
+		return dtref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE, err.Error(), md)
+	}
+	return ref, nil
+}
+
+func kindToProto(k core.Kind) rolesetv1.ConnectionKind {
+	switch k {
+	case core.KindAdmin:
+		return rolesetv1.ConnectionKind_CONNECTION_KIND_ADMIN
+	case core.KindRole:
+		return rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE
+	case core.KindRoleSet:
+		return rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE_SET
+	}
+	return rolesetv1.ConnectionKind_CONNECTION_KIND_UNSPECIFIED
+}
+
+// ResolveConnection implements ConnectionService.
+func (h *Server) ResolveConnection(ctx context.Context, req *rolesetv1.ResolveConnectionRequest) (*rolesetv1.ResolveConnectionResponse, error) {
+	token, err := auth.BearerToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := parseRef(req)
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.Engine.Resolve(ctx, token, ref)
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	return &rolesetv1.ResolveConnectionResponse{Host: c.Host, Port: int32(c.Port), Database: c.Database, User: c.User,
+		Password: c.Password, Roles: c.Roles, Kind: kindToProto(c.Kind)}, nil
+}
+
+func traceToProto(t tenancy.Trace) []*rolesetv1.TraceEntry {
+	out := make([]*rolesetv1.TraceEntry, 0, len(t))
+	for _, e := range t {
+		out = append(out, &rolesetv1.TraceEntry{Role: e.Role, Tenant: e.Tenant, Matched: e.Matched,
+			Note: fmt.Sprintf("%s: %s", e.Reason, e.Note)})
+	}
+	return out
+}
+
+// ExplainConnection implements ConnectionService.
+func (h *Server) ExplainConnection(ctx context.Context, req *rolesetv1.ExplainConnectionRequest) (*rolesetv1.ExplainConnectionResponse, error) {
+	token, err := auth.BearerToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := parseRef(req)
+	if err != nil {
+		return nil, err
+	}
+	d, err := h.Engine.Decide(ctx, token, ref)
+	if err != nil {
+		var ce *core.Error
+		if !errors.As(err, &ce) || ce.Code == core.CodeUnauthenticated || ce.Code == core.CodeNotFound {
+			return nil, mapError(ctx, err)
+		}
+		st := mapError(ctx, err)
+		reason, _ := errs.Reason(st)
+		return &rolesetv1.ExplainConnectionResponse{Allowed: false, Reason: reason, Message: ce.Msg, Trace: traceToProto(ce.Trace)}, nil
+	}
+	return &rolesetv1.ExplainConnectionResponse{Allowed: true, Subject: d.Subject, User: d.Login, Roles: d.Roles,
+		Kind: kindToProto(d.Kind), Trace: traceToProto(d.Trace)}, nil
+}
+
+// Watch implements EventService.
+func (h *Server) Watch(req *rolesetv1.WatchRequest, srv rolesetv1.EventService_WatchServer) error {
+	if err := requireAdmin(srv.Context()); err != nil {
+		return err
+	}
+	if h.Stream == nil {
+		return errs.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "stream not running", nil)
+	}
+	return h.Stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(e *stream.Event, head int64) error {
+		return srv.Send(&rolesetv1.WatchResponse{Event: stream.ToProto(e), HeadId: head})
+	})
+}

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/cli"
+	"github.com/millwright/millwright/pkg/migrate"
+	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/services/roleset/internal/api"
+	"github.com/millwright/millwright/services/roleset/internal/core"
+	"github.com/millwright/millwright/services/roleset/internal/policyid"
+	"github.com/millwright/millwright/services/roleset/internal/secret"
+	"github.com/millwright/millwright/services/roleset/migrations"
+)
+
+// Config is the service's configuration.
+type Config struct {
+	Server        server.Config
+	InstanceID    string
+	EncryptionKey server.Secret
+	PolicyAddr    string
+	Iterations    int
+	SweepInterval time.Duration
+	CacheTTL      time.Duration
+}
+
+// Flags registers the flags.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	c.Server.RegisterFlags(fs, server.Config{Name: "roleset", GRPCAddr: ":9092", MetricsAddr: ":9192"})
+	server.StringVar(fs, &c.InstanceID, "instance-id", "MILLWRIGHT_INSTANCE_ID", "", "this instance's id (hashed into every wm_set_ login name)")
+	server.SecretVar(fs, &c.EncryptionKey, "encryption-key", "MILLWRIGHT_ENCRYPTION_KEY", "", "AES-256 key ring: id:base64[,id:base64] (first encrypts)")
+	server.StringVar(fs, &c.PolicyAddr, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "localhost:9090", "policy gRPC address")
+	server.IntVar(fs, &c.Iterations, "scram-iterations", "MILLWRIGHT_SCRAM_ITERATIONS", secret.DefaultIterations, "PBKDF2 iterations of new login verifiers")
+	server.DurationVar(fs, &c.SweepInterval, "sweep-interval", "MILLWRIGHT_SWEEP_INTERVAL", 10*time.Minute, "monitor loop period (sweep + reconcile)")
+	server.DurationVar(fs, &c.CacheTTL, "cache-ttl", "MILLWRIGHT_CACHE_TTL", 5*time.Minute, "upper bound on a cached answer's age (events drop them sooner)")
+}
+
+// Serve runs the service until ctx ends.
+func Serve(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.Flags(fs)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if cfg.InstanceID == "" {
+		return cli.Usagef("--instance-id is required")
+	}
+	keys, err := secret.ParseKeyring(cfg.EncryptionKey.Reveal())
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	pool, err := pgxpool.New(ctx, cfg.Server.DatabaseURL.Reveal())
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	own := stream.New(pool, stream.Options{})
+	cc, err := server.Dial(ctx, cfg.PolicyAddr, cfg.Server.ServiceToken.Reveal())
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	pol := policyid.New(cc)
+	var fol *policyid.Follower
+	ownReady := func() bool {
+		select {
+		case <-own.Ready():
+			return true
+		default:
+			return false
+		}
+	}
+	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return ownReady() && fol.Live() })
+	fol = policyid.NewFollower(pol, cache)
+	own.Subscribe(func(stream.Event) { cache.DropConns() })
+	eng := core.New(core.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
+	defer eng.Close()
+	h := &api.Server{Engine: eng, Stream: own}
+	expected, err := migrate.Expected(migrations.FS)
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, cfg.Server, server.Options{
+		Pool: pool,
+		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
+			cur, err := migrate.Current(ctx, pool)
+			return cur, expected, err
+		},
+		Authenticator: auth.Static{AdminToken: cfg.Server.AdminToken.Reveal(), ServiceToken: cfg.Server.ServiceToken.Reveal()},
+		Public:        api.PublicMethods,
+		Validator:     api.Validators(),
+		Register:      h.Register,
+		Background: []func(context.Context) error{
+			own.Run,
+			fol.Run,
+			func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default()) },
+		},
+	})
+}
+
+// Monitor runs the sweep (which also reconciles and finishes interrupted retires) every
+// interval, on every replica: it is safe concurrently.
+func Monitor(ctx context.Context, eng *core.Engine, every time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		res, err := eng.Sweep(ctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("roleset: sweep", "err", err)
+		} else if res.Dropped+res.Resumed > 0 {
+			log.Info("roleset: sweep", "dropped", res.Dropped, "resumed", res.Resumed)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Migrate applies the migrations.
+func Migrate(ctx context.Context, args []string) error {
+	var dsn server.DSN
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	server.DSNVar(fs, &dsn, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	v, err := migrate.Up(ctx, dsn.Reveal(), migrations.FS)
+	if err == nil {
+		slog.Info("roleset: migrated", "version", v)
+	}
+	return err
+}

@@ -1,0 +1,610 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/rolename"
+	"github.com/millwright/millwright/services/roleset/internal/secret"
+	"github.com/millwright/millwright/services/roleset/internal/store"
+	"github.com/millwright/millwright/services/roleset/internal/target"
+	"github.com/millwright/millwright/services/roleset/internal/tenancy"
+)
+
+// touchEvery is how often last_used_at is written per login, at most.
+const touchEvery = 24 * time.Hour
+
+// Config configures an Engine.
+type Config struct {
+	// InstanceID names this millwright instance: it is hashed into every set-login name, and
+	// the sweep and retire journal go by it.
+	InstanceID string
+	Keys       *secret.Keyring
+	// Iterations of the SCRAM verifiers built for new passwords (secret.DefaultIterations).
+	Iterations int
+	// UnusedAfter is how long a set login may go unused before the sweep drops it (30 days).
+	UnusedAfter time.Duration
+	// SweepBatch bounds the logins dropped per batch (1000: DROP ROLE locks each role until
+	// commit, postgres-roles.md §1).
+	SweepBatch int
+	Logger     *slog.Logger
+}
+
+// Engine is the roleset service's logic over its store, the target clusters and policy.
+type Engine struct {
+	cfg      Config
+	store    *store.Store
+	identity Identity
+	Cache    *Cache
+
+	mu       sync.Mutex
+	clusters map[string]clusterConn
+}
+
+type clusterConn struct {
+	conn    *target.Cluster
+	updated time.Time
+}
+
+// New returns an engine.
+func New(cfg Config, st *store.Store, id Identity, cache *Cache) *Engine {
+	if cfg.Iterations == 0 {
+		cfg.Iterations = secret.DefaultIterations
+	}
+	if cfg.UnusedAfter == 0 {
+		cfg.UnusedAfter = 30 * 24 * time.Hour
+	}
+	if cfg.SweepBatch <= 0 || cfg.SweepBatch > 1000 {
+		cfg.SweepBatch = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cache == nil {
+		cache = NewCache(0, 0, nil)
+	}
+	return &Engine{cfg: cfg, store: st, identity: id, Cache: cache, clusters: map[string]clusterConn{}}
+}
+
+// Close closes the cluster pools.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.clusters {
+		c.conn.Close()
+	}
+	e.clusters = map[string]clusterConn{}
+}
+
+// Store returns the store (for the API's plain reads).
+func (e *Engine) Store() *store.Store { return e.store }
+
+// Keys returns the key ring.
+func (e *Engine) Keys() *secret.Keyring { return e.cfg.Keys }
+
+// AAD strings bind each ciphertext to its row.
+func clusterAAD(id string) string             { return "cluster:" + id }
+func roleAAD(id int64) string                 { return "role:" + strconv.FormatInt(id, 10) }
+func datatableAAD(ws, name string) string     { return "datatable:" + ws + "/" + name }
+func roleSetAAD(cluster, login string) string { return "roleset:" + cluster + "/" + login }
+
+// ClusterAAD, DatatableAAD are used by the API when it stores new credentials.
+func ClusterAAD(id string) string         { return clusterAAD(id) }
+func DatatableAAD(ws, name string) string { return datatableAAD(ws, name) }
+
+// target returns the (cached) admin connection to a cluster; a changed registration reopens it.
+func (e *Engine) target(ctx context.Context, c store.Cluster) (*target.Cluster, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cc, ok := e.clusters[c.ID]; ok && cc.updated.Equal(c.UpdatedAt) {
+		return cc.conn, nil
+	} else if ok {
+		cc.conn.Close()
+	}
+	pw, err := e.cfg.Keys.Decrypt(c.AdminPasswordEnc, clusterAAD(c.ID))
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s admin password: %w", c.ID, err)
+	}
+	conn, err := target.Open(ctx, target.Config{Host: c.Host, Port: c.Port, User: c.AdminUser, Password: pw, Database: c.MaintenanceDB, MaxConns: 8})
+	if err != nil {
+		return nil, err
+	}
+	e.clusters[c.ID] = clusterConn{conn: conn, updated: c.UpdatedAt}
+	return conn, nil
+}
+
+func (e *Engine) targetOf(ctx context.Context, clusterID string) (store.Cluster, *target.Cluster, error) {
+	c, err := e.store.GetCluster(ctx, clusterID)
+	if err != nil {
+		return c, nil, err
+	}
+	t, err := e.target(ctx, c)
+	return c, t, err
+}
+
+// ---------------------------------------------------------------------------------------
+// Decisions
+
+// Kind is which kind of login a decision hands out.
+type Kind int
+
+const (
+	// KindAdmin is the data table's admin credentials.
+	KindAdmin Kind = iota + 1
+	// KindRole is one catalog role's own login.
+	KindRole
+	// KindRoleSet is a wm_set_ login.
+	KindRoleSet
+)
+
+// Connection is what a worker connects with.
+type Connection struct {
+	Host     string
+	Port     int
+	Database string
+	User     string
+	Password string
+	Roles    []string
+	Kind     Kind
+}
+
+// Decision is the outcome of the rules, before any credential.
+type Decision struct {
+	Kind    Kind
+	Subject string // the viewer's email, or the run's permissioned_as
+	Login   string // the login that would be used
+	Roles   []string
+	Trace   tenancy.Trace
+
+	dt      store.Datatable
+	cluster store.Cluster
+	members []store.Role
+}
+
+// TokenHash is how a job token is keyed in caches: never the token itself.
+func TokenHash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+func (e *Engine) run(ctx context.Context, token string) (Run, error) {
+	th := TokenHash(token)
+	if r, ok := e.Cache.Run(th); ok {
+		return r, nil
+	}
+	gen := e.Cache.Gen()
+	r, err := e.identity.RunIdentity(ctx, token)
+	if errors.Is(err, ErrUnauthenticated) {
+		return r, refuse(CodeUnauthenticated, "job token refused")
+	}
+	if err != nil {
+		return r, err
+	}
+	e.Cache.PutRun(th, r, gen)
+	return r, nil
+}
+
+func (e *Engine) tenancy(ctx context.Context, ws, email string) (tenancy.Identity, error) {
+	if id, ok := e.Cache.Tenancy(ws, email); ok {
+		return id, nil
+	}
+	gen := e.Cache.Gen()
+	id, err := e.identity.Tenancy(ctx, ws, email)
+	if errors.Is(err, ErrNotMember) {
+		return id, refuse(CodeNotMember, "the viewer is not an enabled member of the workspace")
+	}
+	if err != nil {
+		return id, err
+	}
+	e.Cache.PutTenancy(ws, email, id, gen)
+	return id, nil
+}
+
+func (e *Engine) ownerTenancy(ctx context.Context, r Run) (tenancy.Identity, error) {
+	key := "owner:" + r.PermissionedAs
+	if id, ok := e.Cache.Tenancy(r.Workspace, key); ok {
+		return id, nil
+	}
+	gen := e.Cache.Gen()
+	id, err := e.identity.OwnerTenancy(ctx, r)
+	if errors.Is(err, ErrNotMember) {
+		return id, refuse(CodeNotMember, "the run's owner is not an enabled member of the workspace")
+	}
+	if err != nil {
+		return id, err
+	}
+	e.Cache.PutTenancy(r.Workspace, key, id, gen)
+	return id, nil
+}
+
+func parseTenants(list []string) []tenancy.Tenant {
+	out := make([]tenancy.Tenant, 0, len(list))
+	for _, s := range list {
+		// Stored tenants were validated on write; one that no longer parses names nobody.
+		if t, err := tenancy.ParseTenant(s); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func toTenancyRole(r store.Role, tenants []string) tenancy.Role {
+	return tenancy.Role{ID: strconv.FormatInt(r.ID, 10), Name: r.Name, Enabled: r.Usable(), OID: uint32(r.OID), Tenants: parseTenants(tenants)}
+}
+
+// Decide applies the rules for a job token and a parsed reference. It reads policy (through
+// the cache) and the catalog, and writes nothing.
+func (e *Engine) Decide(ctx context.Context, token string, ref dtref.Ref) (*Decision, error) {
+	run, err := e.run(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := e.store.GetDatatable(ctx, run.Workspace, ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &Error{Code: CodeNotFound, Kind: "datatable", Msg: fmt.Sprintf("no data table %q in this workspace", ref.Name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := e.store.GetCluster(ctx, dt.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	d := &Decision{dt: dt, cluster: cluster}
+	if ref.AsViewer {
+		return e.decideViewer(ctx, run, d)
+	}
+	return e.decideNamed(ctx, run, ref.Role, d)
+}
+
+func (e *Engine) decideViewer(ctx context.Context, run Run, d *Decision) (*Decision, error) {
+	// The viewer is the one policy recorded when the run started, nothing else. No viewer
+	// (anonymous app, schedule, trigger, AI tool job) is refused, never resolved as the owner.
+	if !run.HasViewer || run.ViewerEmail == "" {
+		return nil, refuse(CodeNoViewer, "this run has no recorded viewer; as=viewer is refused")
+	}
+	d.Subject = run.ViewerEmail
+	id, err := e.tenancy(ctx, run.Workspace, run.ViewerEmail)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for k := range d.dt.Roles {
+		if n, err := strconv.ParseInt(k, 10, 64); err == nil {
+			ids = append(ids, n)
+		}
+	}
+	catalog, err := e.store.RolesByIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]store.Role{}
+	var candidates []tenancy.Role
+	for _, r := range catalog {
+		if r.ClusterID != d.dt.ClusterID {
+			continue
+		}
+		key := strconv.FormatInt(r.ID, 10)
+		byID[key] = r
+		candidates = append(candidates, toTenancyRole(r, d.dt.Roles[key]))
+	}
+	if admin, ok := d.dt.Roles[rolename.AdminRole]; ok {
+		// Listed so the trace shows it was considered and refused.
+		candidates = append(candidates, tenancy.Role{ID: rolename.AdminRole, Name: rolename.AdminRole, Enabled: true, Tenants: parseTenants(admin)})
+	}
+	matched, trace := tenancy.ViewerRoles(candidates, id)
+	d.Trace = trace
+	for _, m := range matched {
+		r, ok := byID[m.ID]
+		if !ok || tenancy.IsAdminRole(m) || !r.Usable() {
+			continue // never admin, never a role we did not offer: belt and braces
+		}
+		d.members = append(d.members, r)
+	}
+	switch len(d.members) {
+	case 0:
+		err := refuse(CodeNoRole, "no enabled role of this data table names the viewer")
+		err.Trace = trace
+		return nil, err
+	case 1:
+		d.Kind = KindRole
+		d.Login = d.members[0].Name
+	default:
+		d.Kind = KindRoleSet
+		oids := make([]uint32, len(d.members))
+		for i, m := range d.members {
+			oids[i] = uint32(m.OID)
+		}
+		login, err := tenancy.SetLoginName(e.cfg.InstanceID, oids)
+		if err != nil {
+			return nil, err
+		}
+		d.Login = login
+	}
+	slices.SortFunc(d.members, func(a, b store.Role) int { return int(a.ID - b.ID) })
+	for _, m := range d.members {
+		d.Roles = append(d.Roles, m.Name)
+	}
+	return d, nil
+}
+
+func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decision) (*Decision, error) {
+	d.Subject = run.PermissionedAs
+	var role tenancy.Role
+	var catalogRole store.Role
+	if name == "" {
+		switch def := d.dt.DefaultRole; def {
+		case rolename.NoneSentinel, "":
+			return nil, refuse(CodeNoRole, "this data table has no default role; name one with ?role=")
+		case rolename.AdminRole:
+			name = rolename.AdminRole
+		default:
+			id, err := strconv.ParseInt(def, 10, 64)
+			if err != nil {
+				return nil, refuse(CodeNoRole, "this data table's default role is not valid")
+			}
+			r, err := e.store.Role(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, refuse(CodeNoRole, "this data table's default role no longer exists")
+			}
+			if err != nil {
+				return nil, err
+			}
+			name = r.Name
+			catalogRole = r
+		}
+	}
+	if rolename.IsAdmin(name) {
+		role = tenancy.Role{ID: rolename.AdminRole, Name: rolename.AdminRole, Enabled: true, Tenants: parseTenants(d.dt.Roles[rolename.AdminRole])}
+	} else {
+		if catalogRole.ID == 0 {
+			r, err := e.store.RoleByName(ctx, d.dt.ClusterID, name)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && r.State == store.StateCreating) {
+				return nil, &Error{Code: CodeNotFound, Kind: "role", Msg: fmt.Sprintf("no role %q on this data table's cluster", name)}
+			}
+			if err != nil {
+				return nil, err
+			}
+			catalogRole = r
+		}
+		if catalogRole.ClusterID != d.dt.ClusterID {
+			return nil, refuse(CodeNoRole, "the role is not on this data table's cluster")
+		}
+		role = toTenancyRole(catalogRole, d.dt.Roles[strconv.FormatInt(catalogRole.ID, 10)])
+	}
+	if !role.Enabled {
+		return nil, &Error{Code: CodeRoleDisabled, Msg: fmt.Sprintf("role %q is disabled", role.Name),
+			Trace: tenancy.Trace{{RoleID: role.ID, Role: role.Name, Reason: tenancy.ReasonRoleDisabled, Note: "role is disabled"}}}
+	}
+	owner, err := e.ownerTenancy(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	ok, trace := tenancy.CanUseRole(role, owner)
+	d.Trace = trace
+	if !ok {
+		code := CodeNoRole
+		if len(trace) > 0 && trace[0].Reason == tenancy.ReasonRoleDisabled {
+			code = CodeRoleDisabled
+		}
+		err := refuse(code, "the run's owner may not use role %q", role.Name)
+		err.Trace = trace
+		return nil, err
+	}
+	if tenancy.IsAdminRole(role) {
+		d.Kind = KindAdmin
+		d.Login = d.dt.AdminUser
+		d.Roles = []string{rolename.AdminRole}
+		return d, nil
+	}
+	d.Kind = KindRole
+	d.Login = catalogRole.Name
+	d.Roles = []string{catalogRole.Name}
+	d.members = []store.Role{catalogRole}
+	return d, nil
+}
+
+// Resolve decides and returns the credential. The warm path (same token and reference again,
+// nothing invalidated) is a map lookup: no policy call, no database read or write, except the
+// once-a-day last_used_at write of a set login.
+func (e *Engine) Resolve(ctx context.Context, token string, ref dtref.Ref) (Connection, error) {
+	key := TokenHash(token) + "\x00" + ref.String()
+	if c, ok, touch := e.Cache.Conn(key); ok {
+		if touch {
+			e.touch(ctx, c)
+		}
+		return c, nil
+	}
+	gen := e.Cache.Gen()
+	d, err := e.Decide(ctx, token, ref)
+	if err != nil {
+		return Connection{}, err
+	}
+	c, err := e.credential(ctx, d)
+	if err != nil {
+		return Connection{}, err
+	}
+	e.Cache.PutConn(key, d.dt.Workspace, c, gen)
+	return c, nil
+}
+
+func (e *Engine) touch(ctx context.Context, c Connection) {
+	// The cache entry does not carry the cluster; the login name is unique per instance, so
+	// touch it wherever it is (one indexed conditional UPDATE, usually a no-op).
+	if _, err := e.store.Pool.Exec(ctx, `UPDATE datatable_role_set SET last_used_at = now()
+WHERE login = $1 AND last_used_at < now() - interval '24 hours'`, c.User); err != nil {
+		e.cfg.Logger.Warn("roleset: last_used_at write failed", "login", c.User, "err", err)
+	}
+}
+
+func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error) {
+	c := Connection{Host: d.cluster.Host, Port: d.cluster.Port, Database: d.dt.Database, Roles: d.Roles, Kind: d.Kind, User: d.Login}
+	var err error
+	switch d.Kind {
+	case KindAdmin:
+		c.Password, err = e.cfg.Keys.Decrypt(d.dt.AdminPasswordEnc, datatableAAD(d.dt.Workspace, d.dt.Name))
+	case KindRole:
+		c.Password, err = e.cfg.Keys.Decrypt(d.members[0].PasswordEnc, roleAAD(d.members[0].ID))
+	case KindRoleSet:
+		c.Password, err = e.EnsureSetLogin(ctx, d.cluster, d.members, d.dt.Database)
+	default:
+		err = errors.New("no decision")
+	}
+	if err != nil {
+		return Connection{}, err
+	}
+	return c, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Role-set logins
+
+// EnsureSetLogin returns the password of the set login for members, creating it or taking it
+// back if needed. See docs/roleset.md for the step-by-step windows.
+//
+//  1. Fast path: the row exists -> decrypt its password (and touch last_used_at once a day).
+//  2. Otherwise, in one service-DB transaction holding the login's advisory lock (racers on
+//     every replica wait here, then find the winner's row in step 3):
+//  3. re-read the row; found -> use it;
+//  4. hold the member roles FOR SHARE and check they are all still enabled, with the oids the
+//     name was hashed from (a disable waits for us, or we see it and refuse);
+//  5. on the cluster, in one implicit transaction: CREATE ROLE ... LOGIN PASSWORD <verifier>
+//     IN ROLE <members> (or, for a login found without a row, take it back: new verifier,
+//     memberships reset, members revoked), verified (memberships, LOGIN, CONNECT) before it
+//     commits; a taken-back login's sessions are then ended;
+//  6. insert the row (encrypted password) and drop any retire-journal entry; commit.
+//
+// A crash after 5 and before 6 leaves a login no row names, whose password nobody has: the
+// next use takes it back with a new password.
+func (e *Engine) EnsureSetLogin(ctx context.Context, cl store.Cluster, members []store.Role, database string) (string, error) {
+	oids := make([]uint32, len(members))
+	ids := make([]int64, len(members))
+	oid64 := make([]int64, len(members))
+	tm := make([]target.Member, len(members))
+	for i, m := range members {
+		oids[i], ids[i], oid64[i] = uint32(m.OID), m.ID, m.OID
+		tm[i] = target.Member{Name: m.Name, OID: m.OID}
+	}
+	slices.Sort(ids)
+	slices.Sort(oid64)
+	login, err := tenancy.SetLoginName(e.cfg.InstanceID, oids)
+	if err != nil {
+		return "", err
+	}
+	rowPassword := func(r store.RoleSet) (string, error) {
+		if !slices.Equal(r.OIDs, oid64) {
+			return "", fmt.Errorf("set login %s: row holds other oids", login)
+		}
+		return e.cfg.Keys.Decrypt(r.PasswordEnc, roleSetAAD(cl.ID, login))
+	}
+	if r, err := e.store.RoleSet(ctx, cl.ID, login); err == nil {
+		if time.Since(r.LastUsedAt) > touchEvery {
+			if err := e.store.TouchRoleSet(ctx, cl.ID, login); err != nil {
+				e.cfg.Logger.Warn("roleset: last_used_at write failed", "login", login, "err", err)
+			}
+		}
+		return rowPassword(r)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+
+	tx, err := e.store.BeginEnsure(ctx, cl.ID, login)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if r, err := tx.RoleSet(ctx, cl.ID, login); err == nil {
+		pw, err := rowPassword(r)
+		if err != nil {
+			return "", err
+		}
+		return pw, tx.Commit(ctx)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	ok, err := tx.HoldUsableRoles(ctx, ids, oid64)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", refuse(CodeRoleDisabled, "a role of the viewer's set changed while connecting; retry")
+	}
+	tc, err := e.target(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	li, err := tc.Lookup(ctx, login)
+	if err != nil {
+		return "", err
+	}
+	pw := secret.NewPassword()
+	verifier := secret.ScramVerifier(pw, e.cfg.Iterations)
+	if !li.Exists {
+		err = tc.CreateSetLogin(ctx, login, verifier, tm, database)
+	} else {
+		e.cfg.Logger.Info("roleset: taking back a set login that has no row", "login", login)
+		err = tc.TakeBackSetLogin(ctx, login, verifier, tm, database, li)
+		if errors.Is(err, target.ErrForeignLogin) {
+			return "", refuse(CodeFailedPrecondition, "a role named %s exists on the cluster and is not safe to take back", login)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	enc, err := e.cfg.Keys.Encrypt(pw, roleSetAAD(cl.ID, login))
+	if err != nil {
+		return "", err
+	}
+	if err := tx.InsertRoleSet(ctx, store.RoleSet{ClusterID: cl.ID, Login: login, InstanceID: e.cfg.InstanceID,
+		RoleIDs: ids, OIDs: oid64, PasswordEnc: enc}); err != nil {
+		return "", err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", err
+	}
+	return pw, nil
+}
+
+// RetireSetLogin retires one login: (1) under the login's session lock, delete its row and
+// write the retire journal in one commit; (2) NOLOGIN; (3) end its sessions (twice); (4) DROP
+// ROLE; (5) delete the journal entry. A crash anywhere leaves the journal entry, which the
+// reconciler finishes; the row is gone from step 1, so no one is handed the login again.
+func (e *Engine) RetireSetLogin(ctx context.Context, clusterID, login, reason string, try bool) (bool, error) {
+	lock, ok, err := e.store.LockLogin(ctx, clusterID, login, try)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer lock.Unlock()
+	return e.retireLocked(ctx, lock, clusterID, login, reason, nil)
+}
+
+func (e *Engine) retireLocked(ctx context.Context, lock *store.LoginLock, clusterID, login, reason string, unusedSince *time.Time) (bool, error) {
+	moved, err := lock.MoveToJournal(ctx, e.cfg.InstanceID, reason, unusedSince)
+	if err != nil {
+		return false, err
+	}
+	if !moved {
+		pending, err := lock.InJournal(ctx)
+		if err != nil || !pending {
+			return false, err // kept (used since) or finished by someone else
+		}
+	}
+	e.Cache.DropConns()
+	_, tc, err := e.targetOf(ctx, clusterID)
+	if err != nil {
+		return false, err
+	}
+	if err := tc.RetireSetLogin(ctx, login); err != nil {
+		return false, err
+	}
+	return true, lock.FinishJournal(ctx)
+}

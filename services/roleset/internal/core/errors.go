@@ -1,0 +1,57 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/millwright/millwright/services/roleset/internal/tenancy"
+)
+
+// Code classifies a refusal; internal/api maps it to a gRPC code and ErrorInfo reason.
+type Code int
+
+const (
+	// CodeInvalid is bad input (Field and Rule say which).
+	CodeInvalid Code = iota + 1
+	// CodeMalformedReference is a reference the strict parser refused.
+	CodeMalformedReference
+	// CodeReservedName is a role name that is reserved or unsafe.
+	CodeReservedName
+	// CodeNotFound is an unknown data table, role or cluster.
+	CodeNotFound
+	// CodeAlreadyExists is a name that is taken.
+	CodeAlreadyExists
+	// CodeNoViewer is ?as=viewer on a run without a recorded viewer.
+	CodeNoViewer
+	// CodeNoRole is: no role's tenants name the subject, or no default role.
+	CodeNoRole
+	// CodeRoleDisabled is a disabled role (never replaced by another).
+	CodeRoleDisabled
+	// CodeUnauthenticated is a missing or refused job token.
+	CodeUnauthenticated
+	// CodeNotMember is a subject that is not an enabled member of the workspace.
+	CodeNotMember
+	// CodeFailedPrecondition is a state that forbids the change (a foreign login in the way).
+	CodeFailedPrecondition
+	// CodeUnavailable is a dependency (policy) that could not answer: never a "no".
+	CodeUnavailable
+)
+
+// Error is a refusal with what a client needs to act on it.
+type Error struct {
+	Code  Code
+	Msg   string
+	Field string
+	Rule  string
+	Kind  string // NotFound: what kind of object
+	Trace tenancy.Trace
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func refuse(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+func invalid(field, rule, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalid, Field: field, Rule: rule, Msg: fmt.Sprintf(format, args...)}
+}

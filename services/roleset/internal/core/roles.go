@@ -1,0 +1,309 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/millwright/millwright/services/roleset/internal/rolename"
+	"github.com/millwright/millwright/services/roleset/internal/secret"
+	"github.com/millwright/millwright/services/roleset/internal/store"
+	"github.com/millwright/millwright/services/roleset/internal/target"
+)
+
+func validateRoleName(field, name string) error {
+	if err := rolename.Validate(name); err != nil {
+		var re *rolename.Error
+		if errors.As(err, &re) && (re.Rule == rolename.RuleReservedName || re.Rule == rolename.RuleReservedPrefix) {
+			return &Error{Code: CodeReservedName, Field: field, Rule: re.Rule, Msg: err.Error()}
+		}
+		rule := "role_name"
+		if re != nil {
+			rule = re.Rule
+		}
+		return invalid(field, rule, "%s", err.Error())
+	}
+	return nil
+}
+
+func (e *Engine) marker(id int64) string { return target.Marker(e.cfg.InstanceID, id) }
+
+// CreateRole creates a catalog role: (1) row in state creating (own commit), (2) CREATE ROLE
+// ... LOGIN PASSWORD <verifier>, marked as ours, on the cluster, (3) row ready with the oid
+// and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
+// same CreateRole resumes (the marker tells our half-made role from someone else's).
+func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.Role, error) {
+	if err := validateRoleName("name", name); err != nil {
+		return store.Role{}, err
+	}
+	_, tc, err := e.targetOf(ctx, clusterID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Role{}, &Error{Code: CodeNotFound, Kind: "cluster", Msg: "no such cluster"}
+	}
+	if err != nil {
+		return store.Role{}, err
+	}
+	r, _, err := e.store.InsertCreatingRole(ctx, clusterID, name)
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return r, refuse(CodeAlreadyExists, "role %q exists", name)
+	}
+	if err != nil {
+		return r, err
+	}
+	pw := secret.NewPassword()
+	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.marker(r.ID))
+	if errors.Is(err, target.ErrRoleExists) {
+		_ = e.store.DeleteCreatingRole(ctx, r.ID)
+		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
+	}
+	if err != nil {
+		return r, err
+	}
+	enc, err := e.cfg.Keys.Encrypt(pw, roleAAD(r.ID))
+	if err != nil {
+		return r, err
+	}
+	return e.store.MarkRoleReady(ctx, r.ID, oid, enc)
+}
+
+func (e *Engine) readyRole(ctx context.Context, id int64) (store.Role, *target.Cluster, error) {
+	r, err := e.store.Role(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && r.State != store.StateReady) {
+		return r, nil, &Error{Code: CodeNotFound, Kind: "role", Msg: "no such role"}
+	}
+	if err != nil {
+		return r, nil, err
+	}
+	_, tc, err := e.targetOf(ctx, r.ClusterID)
+	return r, tc, err
+}
+
+// SetRoleEnabled enables or disables a role.
+//
+// Disable: (1) catalog enabled=false (waits for in-flight set-login creations holding the
+// role; emits "role"), (2) the role's own login NOLOGIN and its sessions ended, (3) every set
+// login holding it retired. Enable: (1) LOGIN on the cluster, (2) catalog enabled=true: the
+// catalog is the truth, so a crash between leaves a state the reconciler brings back to it.
+func (e *Engine) SetRoleEnabled(ctx context.Context, id int64, enabled bool) (store.Role, error) {
+	r, tc, err := e.readyRole(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if enabled {
+		if err := tc.SetRoleLogin(ctx, r.Name, true); err != nil {
+			return r, err
+		}
+		r, err = e.store.SetRoleEnabled(ctx, id, true)
+		e.Cache.DropConns()
+		return r, err
+	}
+	if r, err = e.store.SetRoleEnabled(ctx, id, false); err != nil {
+		return r, err
+	}
+	e.Cache.DropConns()
+	return r, e.retireRole(ctx, r, tc)
+}
+
+// retireRole makes a disabled role unreachable: own login NOLOGIN + sessions ended, and every
+// set login holding it retired. Idempotent (the reconciler calls it again after a crash).
+func (e *Engine) retireRole(ctx context.Context, r store.Role, tc *target.Cluster) error {
+	if err := tc.SetRoleLogin(ctx, r.Name, false); err != nil {
+		return err
+	}
+	sets, err := e.store.RoleSetsHolding(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	for _, s := range sets {
+		if _, err := e.RetireSetLogin(ctx, s.ClusterID, s.Login, fmt.Sprintf("role %d disabled", r.ID), false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RenameRole renames on the cluster, then in the catalog. Nothing is retired: set logins are
+// keyed by oid. A crash between the two is repaired by the reconciler, which reads names by
+// oid.
+func (e *Engine) RenameRole(ctx context.Context, id int64, name string) (store.Role, error) {
+	if err := validateRoleName("name", name); err != nil {
+		return store.Role{}, err
+	}
+	r, tc, err := e.readyRole(ctx, id)
+	if err != nil || r.Name == name {
+		return r, err
+	}
+	if err := tc.RenameRole(ctx, r.Name, name); errors.Is(err, target.ErrRoleExists) {
+		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
+	} else if err != nil {
+		return r, err
+	}
+	r, err = e.store.RenameRole(ctx, id, name)
+	e.Cache.DropConns()
+	return r, err
+}
+
+// DeleteRole: (1) catalog state deleting + removed from every data table's permissions (one
+// commit), (2) set logins holding it retired, own sessions ended, (3) on the cluster: objects
+// reassigned to the admin, privileges dropped, DROP ROLE under the role's lock, (4) catalog row
+// deleted. The reconciler resumes a deleting row.
+func (e *Engine) DeleteRole(ctx context.Context, id int64) error {
+	r, err := e.store.MarkRoleDeleting(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Code: CodeNotFound, Kind: "role", Msg: "no such role"}
+	}
+	if err != nil {
+		return err
+	}
+	e.Cache.DropConns()
+	return e.finishDelete(ctx, r)
+}
+
+func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
+	_, tc, err := e.targetOf(ctx, r.ClusterID)
+	if err != nil {
+		return err
+	}
+	if r.OID != 0 {
+		if err := e.retireRole(ctx, r, tc); err != nil && !isMissingRole(err) {
+			return err
+		}
+		if err := tc.DropRole(ctx, r.OID, e.marker(r.ID)); err != nil && !errors.Is(err, target.ErrRoleExists) {
+			return err
+		}
+	}
+	return e.store.DeleteRoleRow(ctx, r.ID)
+}
+
+func isMissingRole(err error) bool {
+	return err != nil && (containsCode(err, "42704"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Sweep and reconcile
+
+// SweepResult counts what a sweep did.
+type SweepResult struct {
+	Dropped int64
+	Resumed int64
+}
+
+// Sweep finishes interrupted retires, reconciles the catalog with the clusters, and drops this
+// instance's set logins unused for UnusedAfter, in batches. Safe on every replica at once:
+// each login is handled under its lock, taken with try (a login another replica is handling is
+// skipped), and re-checked under it.
+func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	var errs []error
+	entries, err := e.store.RetiringEntries(ctx, e.cfg.InstanceID, e.cfg.SweepBatch)
+	if err != nil {
+		return res, err
+	}
+	for _, j := range entries {
+		done, err := e.RetireSetLogin(ctx, j.ClusterID, j.Login, j.Reason, true)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if done {
+			res.Resumed++
+		}
+	}
+	if err := e.Reconcile(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	cutoff := time.Now().Add(-e.cfg.UnusedAfter)
+	for {
+		rows, err := e.store.UnusedRoleSets(ctx, e.cfg.InstanceID, cutoff, e.cfg.SweepBatch)
+		if err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		progress := false
+		for _, r := range rows {
+			lock, ok, err := e.store.LockLogin(ctx, r.ClusterID, r.Login, true)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			done, err := e.retireLocked(ctx, lock, r.ClusterID, r.Login, "unused", &cutoff)
+			lock.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if done {
+				res.Dropped++
+				progress = true
+			}
+		}
+		if len(rows) < e.cfg.SweepBatch || !progress {
+			break
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// Reconcile brings the clusters back to the catalog after an interrupted change: deleting
+// roles are finished, disabled roles made unreachable (own login NOLOGIN, set logins holding
+// them retired), enabled roles allowed to log in, and names re-read by oid after a rename.
+// It goes by this instance's catalog only, never by names found on a cluster.
+func (e *Engine) Reconcile(ctx context.Context) error {
+	roles, err := e.store.AllRoles(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range roles {
+		if err := e.reconcileRole(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("role %d: %w", r.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) reconcileRole(ctx context.Context, r store.Role) error {
+	switch r.State {
+	case store.StateDeleting:
+		return e.finishDelete(ctx, r)
+	case store.StateCreating:
+		return nil // resumed by a retry of CreateRole
+	}
+	_, tc, err := e.targetOf(ctx, r.ClusterID)
+	if err != nil {
+		return err
+	}
+	name, ours, err := tc.RoleName(ctx, r.OID, e.marker(r.ID))
+	if err != nil {
+		return err
+	}
+	if name == "" || !ours {
+		e.cfg.Logger.Warn("roleset: catalog role missing on its cluster", "role_id", r.ID)
+		return nil
+	}
+	if name != r.Name && rolename.Validate(name) == nil {
+		if r, err = e.store.RenameRole(ctx, r.ID, name); err != nil {
+			return err
+		}
+		e.Cache.DropConns()
+	}
+	canLogin, err := tc.CanLogin(ctx, r.OID)
+	if err != nil {
+		return err
+	}
+	if !r.Enabled {
+		sets, err := e.store.RoleSetsHolding(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		if canLogin || len(sets) > 0 {
+			return e.retireRole(ctx, r, tc)
+		}
+		return nil
+	}
+	if !canLogin {
+		return tc.SetRoleLogin(ctx, r.Name, true)
+	}
+	return nil
+}

@@ -1,0 +1,6 @@
+// Package itest holds the roleset service's integration tests: a real Postgres (pkg/pgtest,
+// scram-sha-256 for every login) serving both the service database and the target cluster
+// (a separate database and a non-superuser admin with CREATEROLE and pg_signal_backend),
+// replicas of the real gRPC server on loopback, and a policy stand-in speaking policy's real
+// gRPC contract (RunService, WorkspaceService, EventService) until the policy service lands.
+package itest

@@ -1,0 +1,157 @@
+package secret
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Keyring encrypts with its first key and decrypts with any of them, chosen by the key id
+// stored in front of the ciphertext. Rotation: prepend a new key, re-encrypt at leisure, then
+// drop the old one.
+type Keyring struct {
+	current string
+	aeads   map[string]cipher.AEAD
+}
+
+var keyIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ParseKeyring reads "id:base64key[,id:base64key...]" (the first is the current key) or a bare
+// base64 key, which gets the id "k0". Every key must decode to exactly 32 bytes.
+func ParseKeyring(spec string) (*Keyring, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, errors.New("encryption key: empty")
+	}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	for i, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		id, b64, ok := strings.Cut(part, ":")
+		if !ok {
+			id, b64 = "k0", part
+		}
+		if !keyIDRe.MatchString(id) {
+			return nil, fmt.Errorf("encryption key %d: id must match %s", i, keyIDRe)
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			raw, err = base64.RawURLEncoding.DecodeString(b64)
+		}
+		if err != nil || len(raw) != 32 {
+			return nil, fmt.Errorf("encryption key %q: want base64 of 32 bytes", id)
+		}
+		block, err := aes.NewCipher(raw)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := k.aeads[id]; dup {
+			return nil, fmt.Errorf("encryption key %q: duplicate id", id)
+		}
+		k.aeads[id] = aead
+		if i == 0 {
+			k.current = id
+		}
+	}
+	return k, nil
+}
+
+// Encrypt seals plaintext bound to aad (what the value belongs to, e.g. "role:42"), so a
+// ciphertext copied into another row does not decrypt. Layout: len(id) | id | nonce | sealed.
+func (k *Keyring) Encrypt(plaintext, aad string) ([]byte, error) {
+	aead := k.aeads[k.current]
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 1+len(k.current)+len(nonce)+len(plaintext)+aead.Overhead())
+	out = append(out, byte(len(k.current)))
+	out = append(out, k.current...)
+	out = append(out, nonce...)
+	return aead.Seal(out, nonce, []byte(plaintext), []byte(aad)), nil
+}
+
+// ErrUndecryptable is returned for a ciphertext under an unknown key, cut short, or not bound
+// to the given aad. It never says which.
+var ErrUndecryptable = errors.New("secret: cannot decrypt")
+
+// Decrypt opens a value sealed by Encrypt with the same aad.
+func (k *Keyring) Decrypt(ct []byte, aad string) (string, error) {
+	if len(ct) < 1 {
+		return "", ErrUndecryptable
+	}
+	n := int(ct[0])
+	if len(ct) < 1+n {
+		return "", ErrUndecryptable
+	}
+	aead, ok := k.aeads[string(ct[1:1+n])]
+	if !ok {
+		return "", ErrUndecryptable
+	}
+	rest := ct[1+n:]
+	if len(rest) < aead.NonceSize()+aead.Overhead() {
+		return "", ErrUndecryptable
+	}
+	pt, err := aead.Open(nil, rest[:aead.NonceSize()], rest[aead.NonceSize():], []byte(aad))
+	if err != nil {
+		return "", ErrUndecryptable
+	}
+	return string(pt), nil
+}
+
+// NewPassword returns a random 256-bit password, URL-safe base64 (43 characters): safe in a
+// connection string without escaping.
+func NewPassword() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("secret: crypto/rand failed: " + err.Error()) // the platform is broken; never fall back
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DefaultIterations is the PBKDF2 iteration count of the verifiers we build: the Postgres
+// default. The passwords are random and 256-bit, so stretching adds no strength; the count only
+// decides the server's and each client's CPU per login and per CREATE ROLE (postgres-roles.md
+// §1). It is configurable, and kept at the default until a security review says otherwise.
+const DefaultIterations = 4096
+
+// ScramVerifier builds the SCRAM-SHA-256 verifier Postgres stores for password (RFC 5802/7677,
+// the format of pg_authid.rolpassword): SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>.
+// Sending it in CREATE/ALTER ROLE ... PASSWORD keeps the plaintext out of statement text. The
+// password is used as is (SASLprep is the identity on our ASCII passwords).
+func ScramVerifier(password string, iterations int) string {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		panic("secret: crypto/rand failed: " + err.Error())
+	}
+	return scramVerifier(password, salt, iterations)
+}
+
+func scramVerifier(password string, salt []byte, iterations int) string {
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	if err != nil {
+		panic("secret: pbkdf2: " + err.Error()) // only for invalid parameters, a programming error
+	}
+	clientKey := hmacSHA256(salted, "Client Key")
+	storedKey := sha256.Sum256(clientKey)
+	serverKey := hmacSHA256(salted, "Server Key")
+	enc := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(storedKey[:]), enc(serverKey))
+}
+
+func hmacSHA256(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}

@@ -1,0 +1,620 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is the service database.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+// New wraps a pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{Pool: pool} }
+
+// Errors the domain maps to gRPC codes.
+var (
+	ErrNotFound      = errors.New("store: not found")
+	ErrAlreadyExists = errors.New("store: already exists")
+)
+
+// Cluster is a registered target cluster.
+type Cluster struct {
+	ID               string
+	Host             string
+	Port             int
+	MaintenanceDB    string
+	AdminUser        string
+	AdminPasswordEnc []byte
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// Role states.
+const (
+	StateCreating = "creating"
+	StateReady    = "ready"
+	StateDeleting = "deleting"
+)
+
+// Role is a catalog row.
+type Role struct {
+	ID          int64
+	ClusterID   string
+	Name        string
+	Enabled     bool
+	State       string
+	OID         int64 // 0 until created
+	PasswordEnc []byte
+	CreatedAt   time.Time
+}
+
+// Usable reports whether the role may be handed out at all.
+func (r Role) Usable() bool { return r.Enabled && r.State == StateReady }
+
+// Datatable is a workspace's data table.
+type Datatable struct {
+	Workspace        string
+	Name             string
+	ClusterID        string
+	Database         string
+	AdminUser        string
+	AdminPasswordEnc []byte
+	DefaultRole      string
+	Roles            map[string][]string // role id or "admin" -> tenants
+}
+
+// RoleSet is a datatable_role_set row.
+type RoleSet struct {
+	ClusterID   string
+	Login       string
+	InstanceID  string
+	RoleIDs     []int64
+	OIDs        []int64
+	PasswordEnc []byte
+	CreatedAt   time.Time
+	LastUsedAt  time.Time
+}
+
+func uniqueViolation(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "23505"
+}
+
+func fkViolation(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "23503"
+}
+
+// ---- clusters ----
+
+// UpsertCluster inserts or replaces a cluster.
+func (s *Store) UpsertCluster(ctx context.Context, c Cluster) (Cluster, error) {
+	err := s.Pool.QueryRow(ctx, `
+INSERT INTO cluster (id, host, port, maintenance_db, admin_user, admin_password_enc)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, port = EXCLUDED.port,
+    maintenance_db = EXCLUDED.maintenance_db, admin_user = EXCLUDED.admin_user,
+    admin_password_enc = EXCLUDED.admin_password_enc, updated_at = now()
+RETURNING created_at, updated_at`,
+		c.ID, c.Host, c.Port, c.MaintenanceDB, c.AdminUser, c.AdminPasswordEnc).Scan(&c.CreatedAt, &c.UpdatedAt)
+	return c, err
+}
+
+const clusterCols = `id, host, port, maintenance_db, admin_user, admin_password_enc, created_at, updated_at`
+
+func scanCluster(row pgx.Row) (Cluster, error) {
+	var c Cluster
+	err := row.Scan(&c.ID, &c.Host, &c.Port, &c.MaintenanceDB, &c.AdminUser, &c.AdminPasswordEnc, &c.CreatedAt, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// GetCluster reads one cluster.
+func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
+	return scanCluster(s.Pool.QueryRow(ctx, `SELECT `+clusterCols+` FROM cluster WHERE id = $1`, id))
+}
+
+// ListClusters reads every cluster by id.
+func (s *Store) ListClusters(ctx context.Context) ([]Cluster, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Cluster
+	for rows.Next() {
+		c, err := scanCluster(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ---- roles ----
+
+const roleCols = `id, cluster_id, name, enabled, state, coalesce(oid, 0), password_enc, created_at`
+
+func scanRole(row pgx.Row) (Role, error) {
+	var r Role
+	err := row.Scan(&r.ID, &r.ClusterID, &r.Name, &r.Enabled, &r.State, &r.OID, &r.PasswordEnc, &r.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
+func collectRoles(rows pgx.Rows, err error) ([]Role, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Role
+	for rows.Next() {
+		r, err := scanRole(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// InsertCreatingRole records a role about to be created (state creating). If a row with the
+// name exists in state creating, it is returned with resumed=true so the caller can finish an
+// interrupted creation; any other existing row is ErrAlreadyExists.
+func (s *Store) InsertCreatingRole(ctx context.Context, clusterID, name string) (r Role, resumed bool, err error) {
+	r, err = scanRole(s.Pool.QueryRow(ctx, `
+INSERT INTO datatable_role (cluster_id, name) VALUES ($1, $2)
+ON CONFLICT (cluster_id, name) DO NOTHING
+RETURNING `+roleCols, clusterID, name))
+	switch {
+	case err == nil:
+		return r, false, nil
+	case fkViolation(err):
+		return r, false, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
+	case !errors.Is(err, ErrNotFound):
+		return r, false, err
+	}
+	r, err = s.RoleByName(ctx, clusterID, name)
+	if err != nil {
+		return r, false, err
+	}
+	if r.State != StateCreating {
+		return r, false, ErrAlreadyExists
+	}
+	return r, true, nil
+}
+
+// MarkRoleReady completes a creation.
+func (s *Store) MarkRoleReady(ctx context.Context, id, oid int64, pwEnc []byte) (Role, error) {
+	return scanRole(s.Pool.QueryRow(ctx, `
+UPDATE datatable_role SET state = 'ready', oid = $2, password_enc = $3, updated_at = now()
+WHERE id = $1 AND state = 'creating' RETURNING `+roleCols, id, oid, pwEnc))
+}
+
+// DeleteCreatingRole forgets a creation that was refused.
+func (s *Store) DeleteCreatingRole(ctx context.Context, id int64) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM datatable_role WHERE id = $1 AND state = 'creating'`, id)
+	return err
+}
+
+// Role reads one role.
+func (s *Store) Role(ctx context.Context, id int64) (Role, error) {
+	return scanRole(s.Pool.QueryRow(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE id = $1`, id))
+}
+
+// RoleByName reads one role by name.
+func (s *Store) RoleByName(ctx context.Context, clusterID, name string) (Role, error) {
+	return scanRole(s.Pool.QueryRow(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 AND name = $2`, clusterID, name))
+}
+
+// ListRoles reads a cluster's roles by name.
+func (s *Store) ListRoles(ctx context.Context, clusterID string) ([]Role, error) {
+	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 ORDER BY name`, clusterID))
+}
+
+// AllRoles reads every role (the reconciler).
+func (s *Store) AllRoles(ctx context.Context) ([]Role, error) {
+	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role ORDER BY id`))
+}
+
+// RolesByIDs reads the roles with these ids.
+func (s *Store) RolesByIDs(ctx context.Context, ids []int64) ([]Role, error) {
+	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE id = ANY($1) ORDER BY id`, ids))
+}
+
+// SetRoleEnabled flips enabled on a ready role. It waits for every in-flight set-login
+// creation holding the role (they read it FOR SHARE), which is what makes "disable, then
+// retire the set logins holding it" miss none.
+func (s *Store) SetRoleEnabled(ctx context.Context, id int64, enabled bool) (Role, error) {
+	return scanRole(s.Pool.QueryRow(ctx, `
+UPDATE datatable_role SET enabled = $2, updated_at = now()
+WHERE id = $1 AND state = 'ready' RETURNING `+roleCols, id, enabled))
+}
+
+// RenameRole records a new name (after the cluster rename committed).
+func (s *Store) RenameRole(ctx context.Context, id int64, name string) (Role, error) {
+	r, err := scanRole(s.Pool.QueryRow(ctx, `
+UPDATE datatable_role SET name = $2, updated_at = now() WHERE id = $1 RETURNING `+roleCols, id, name))
+	if uniqueViolation(err) {
+		return r, ErrAlreadyExists
+	}
+	return r, err
+}
+
+// MarkRoleDeleting starts a deletion: the role is disabled and in state deleting, and it leaves
+// every data table's permissions (a default role naming it becomes '$none', never admin), all in
+// one commit.
+func (s *Store) MarkRoleDeleting(ctx context.Context, id int64) (Role, error) {
+	var r Role
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var err error
+		r, err = scanRole(tx.QueryRow(ctx, `
+UPDATE datatable_role SET state = 'deleting', enabled = false, updated_at = now()
+WHERE id = $1 AND state IN ('ready', 'deleting') RETURNING `+roleCols, id))
+		if err != nil {
+			return err
+		}
+		key := fmt.Sprint(id)
+		_, err = tx.Exec(ctx, `
+UPDATE datatable SET roles = roles - $1::text,
+    default_role = CASE WHEN default_role = $1::text THEN '$none' ELSE default_role END,
+    updated_at = now()
+WHERE roles ? $1::text OR default_role = $1::text`, key)
+		return err
+	})
+	return r, err
+}
+
+// DeleteRoleRow forgets a role once it is dropped on the cluster.
+func (s *Store) DeleteRoleRow(ctx context.Context, id int64) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM datatable_role WHERE id = $1 AND state IN ('deleting', 'creating')`, id)
+	return err
+}
+
+// ---- data tables ----
+
+// UpsertDatatable inserts or replaces a data table's connection and default role; its
+// permissions (roles) are kept.
+func (s *Store) UpsertDatatable(ctx context.Context, d Datatable) (Datatable, error) {
+	var raw []byte
+	err := s.Pool.QueryRow(ctx, `
+INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
+    database = EXCLUDED.database, admin_user = EXCLUDED.admin_user,
+    admin_password_enc = EXCLUDED.admin_password_enc, default_role = EXCLUDED.default_role,
+    roles = CASE WHEN datatable.cluster_id = EXCLUDED.cluster_id THEN datatable.roles ELSE '{}'::jsonb END,
+    updated_at = now()
+RETURNING roles`, d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole).Scan(&raw)
+	if fkViolation(err) {
+		return d, fmt.Errorf("cluster %q: %w", d.ClusterID, ErrNotFound)
+	}
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal(raw, &d.Roles)
+	return d, err
+}
+
+// GetDatatable reads a data table.
+func (s *Store) GetDatatable(ctx context.Context, workspace, name string) (Datatable, error) {
+	var d Datatable
+	var raw []byte
+	err := s.Pool.QueryRow(ctx, `
+SELECT workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, roles
+FROM datatable WHERE workspace = $1 AND name = $2`, workspace, name).Scan(
+		&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, ErrNotFound
+	}
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal(raw, &d.Roles)
+	return d, err
+}
+
+// SetPermissions replaces default role and tenants. Role ids other than "admin" must be ready
+// roles of the data table's cluster: checked in the same transaction, with the role rows held
+// FOR SHARE so a concurrent delete cannot slip between the check and the write.
+func (s *Store) SetPermissions(ctx context.Context, workspace, name, defaultRole string, roles map[string][]string, roleIDs []int64) (Datatable, error) {
+	var d Datatable
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var clusterID string
+		err := tx.QueryRow(ctx, `SELECT cluster_id FROM datatable WHERE workspace = $1 AND name = $2 FOR UPDATE`, workspace, name).Scan(&clusterID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `
+SELECT count(*) FROM (SELECT id FROM datatable_role WHERE id = ANY($1) AND cluster_id = $2 AND state = 'ready' FOR SHARE) r`,
+			roleIDs, clusterID).Scan(&n); err != nil {
+			return err
+		}
+		if n != len(roleIDs) {
+			return ErrUnknownRole
+		}
+		raw, err := json.Marshal(roles)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE datatable SET default_role = $3, roles = $4, updated_at = now() WHERE workspace = $1 AND name = $2`,
+			workspace, name, defaultRole, raw); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return d, err
+	}
+	return s.GetDatatable(ctx, workspace, name)
+}
+
+// ErrUnknownRole is a permissions entry naming no ready role of the cluster.
+var ErrUnknownRole = errors.New("store: unknown role")
+
+// DatabasesOfCluster lists the distinct target databases registered on a cluster.
+func (s *Store) DatabasesOfCluster(ctx context.Context, clusterID string) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT database FROM datatable WHERE cluster_id = $1 ORDER BY 1`, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ---- role-set logins ----
+
+const roleSetCols = `cluster_id, login, instance_id, role_ids, oids, password_enc, created_at, last_used_at`
+
+func scanRoleSet(row pgx.Row) (RoleSet, error) {
+	var r RoleSet
+	err := row.Scan(&r.ClusterID, &r.Login, &r.InstanceID, &r.RoleIDs, &r.OIDs, &r.PasswordEnc, &r.CreatedAt, &r.LastUsedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
+// RoleSet reads a login's row.
+func (s *Store) RoleSet(ctx context.Context, clusterID, login string) (RoleSet, error) {
+	return scanRoleSet(s.Pool.QueryRow(ctx, `SELECT `+roleSetCols+` FROM datatable_role_set WHERE cluster_id = $1 AND login = $2`, clusterID, login))
+}
+
+// TouchRoleSet records a use, at most once a day: the conditional UPDATE writes nothing when
+// last_used_at is recent, so concurrent replicas do not rewrite the row on every connection.
+func (s *Store) TouchRoleSet(ctx context.Context, clusterID, login string) error {
+	_, err := s.Pool.Exec(ctx, `
+UPDATE datatable_role_set SET last_used_at = now()
+WHERE cluster_id = $1 AND login = $2 AND last_used_at < now() - interval '24 hours'`, clusterID, login)
+	return err
+}
+
+// RoleSetsHolding lists the logins whose set holds the role.
+func (s *Store) RoleSetsHolding(ctx context.Context, roleID int64) ([]RoleSet, error) {
+	return s.roleSets(ctx, `SELECT `+roleSetCols+` FROM datatable_role_set WHERE role_ids @> ARRAY[$1::bigint] ORDER BY login`, roleID)
+}
+
+// UnusedRoleSets lists at most limit of this instance's logins unused since cutoff, oldest
+// first.
+func (s *Store) UnusedRoleSets(ctx context.Context, instanceID string, cutoff time.Time, limit int) ([]RoleSet, error) {
+	return s.roleSets(ctx, `SELECT `+roleSetCols+` FROM datatable_role_set
+WHERE instance_id = $1 AND last_used_at < $2 ORDER BY last_used_at, login LIMIT $3`, instanceID, cutoff, limit)
+}
+
+func (s *Store) roleSets(ctx context.Context, q string, args ...any) ([]RoleSet, error) {
+	rows, err := s.Pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RoleSet
+	for rows.Next() {
+		r, err := scanRoleSet(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Retiring is a retire-journal entry.
+type Retiring struct {
+	ClusterID string
+	Login     string
+	Reason    string
+}
+
+// RetiringEntries lists this instance's unfinished retires.
+func (s *Store) RetiringEntries(ctx context.Context, instanceID string, limit int) ([]Retiring, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT cluster_id, login, reason FROM datatable_role_set_retiring
+WHERE instance_id = $1 ORDER BY created_at, login LIMIT $2`, instanceID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Retiring, error) {
+		var e Retiring
+		err := r.Scan(&e.ClusterID, &e.Login, &e.Reason)
+		return e, err
+	})
+}
+
+// LockKey is the advisory-lock key of one login's lifecycle, computed in SQL so every replica
+// (whatever its build) derives the same key.
+const lockKeySQL = `hashtextextended('millwright.roleset:' || $1::text || ':' || $2::text, 0)`
+
+// EnsureTx is the transaction in which a set login is made: it holds the login's advisory lock
+// from before the cluster is looked at until the row commits, so a racing replica waits and
+// then finds the row (and its password) instead of creating or re-keying the login.
+type EnsureTx struct {
+	tx pgx.Tx
+}
+
+// BeginEnsure opens the transaction and takes the login's lock (waiting for a racer).
+func (s *Store) BeginEnsure(ctx context.Context, clusterID, login string) (*EnsureTx, error) {
+	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+lockKeySQL+`)`, clusterID, login); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return &EnsureTx{tx: tx}, nil
+}
+
+// RoleSet reads the row under the lock (READ COMMITTED: this statement sees a racer's commit).
+func (e *EnsureTx) RoleSet(ctx context.Context, clusterID, login string) (RoleSet, error) {
+	return scanRoleSet(e.tx.QueryRow(ctx, `SELECT `+roleSetCols+` FROM datatable_role_set WHERE cluster_id = $1 AND login = $2`, clusterID, login))
+}
+
+// HoldUsableRoles reads the roles FOR SHARE and reports whether all are ready and enabled with
+// the expected oids. Holding them blocks a disable or delete until this transaction ends; a
+// disable that committed first is seen here (READ COMMITTED re-reads locked rows).
+func (e *EnsureTx) HoldUsableRoles(ctx context.Context, ids, oids []int64) (bool, error) {
+	rows, err := e.tx.Query(ctx, `SELECT id, coalesce(oid, 0) FROM datatable_role
+WHERE id = ANY($1) AND enabled AND state = 'ready' ORDER BY id FOR SHARE`, ids)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	var gotOIDs []int64
+	for rows.Next() {
+		var id, oid int64
+		if err := rows.Scan(&id, &oid); err != nil {
+			return false, err
+		}
+		gotOIDs = append(gotOIDs, oid)
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	slices.Sort(gotOIDs)
+	want := slices.Clone(oids)
+	slices.Sort(want)
+	return slices.Equal(gotOIDs, want), nil
+}
+
+// InsertRoleSet writes the row and drops any retire-journal entry of the login (the login was
+// just taken back), in the ensure transaction.
+func (e *EnsureTx) InsertRoleSet(ctx context.Context, r RoleSet) error {
+	if _, err := e.tx.Exec(ctx, `
+INSERT INTO datatable_role_set (cluster_id, login, instance_id, role_ids, oids, password_enc)
+VALUES ($1, $2, $3, $4, $5, $6)`, r.ClusterID, r.Login, r.InstanceID, r.RoleIDs, r.OIDs, r.PasswordEnc); err != nil {
+		return err
+	}
+	_, err := e.tx.Exec(ctx, `DELETE FROM datatable_role_set_retiring WHERE cluster_id = $1 AND login = $2`, r.ClusterID, r.Login)
+	return err
+}
+
+// Commit commits.
+func (e *EnsureTx) Commit(ctx context.Context) error { return e.tx.Commit(ctx) }
+
+// Rollback rolls back (safe after Commit).
+func (e *EnsureTx) Rollback(ctx context.Context) { _ = e.tx.Rollback(ctx) }
+
+// LoginLock is a session-level hold of a login's lock, for the multi-commit retire: row delete
+// (own commit), then NOLOGIN, terminate and DROP on the cluster, then the journal entry. The
+// lock is released by Unlock, or by Postgres when the connection dies (a crashed replica never
+// leaves it held).
+type LoginLock struct {
+	conn             *pgxpool.Conn
+	clusterID, login string
+}
+
+// LockLogin waits for the login's lock (try=false) or gives up at once when another replica
+// holds it (try=true: the sweep, which skips what someone else is handling).
+func (s *Store) LockLogin(ctx context.Context, clusterID, login string, try bool) (*LoginLock, bool, error) {
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	fn := "pg_advisory_lock"
+	if try {
+		fn = "pg_try_advisory_lock"
+	}
+	var ok bool
+	if try {
+		err = conn.QueryRow(ctx, `SELECT `+fn+`(`+lockKeySQL+`)`, clusterID, login).Scan(&ok)
+	} else {
+		_, err = conn.Exec(ctx, `SELECT `+fn+`(`+lockKeySQL+`)`, clusterID, login)
+		ok = err == nil
+	}
+	if err != nil || !ok {
+		if err != nil {
+			// The lock state is unknown: never hand this connection back to the pool.
+			_ = conn.Conn().Close(context.Background())
+		}
+		conn.Release()
+		return nil, false, err
+	}
+	return &LoginLock{conn: conn, clusterID: clusterID, login: login}, true, nil
+}
+
+// Unlock releases the lock; if that fails the connection is closed, which releases it too.
+func (l *LoginLock) Unlock() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock(`+lockKeySQL+`)`, l.clusterID, l.login); err != nil {
+		_ = l.conn.Conn().Close(ctx)
+	}
+	l.conn.Release()
+}
+
+// RoleSet reads the row under the lock.
+func (l *LoginLock) RoleSet(ctx context.Context) (RoleSet, error) {
+	return scanRoleSet(l.conn.QueryRow(ctx, `SELECT `+roleSetCols+` FROM datatable_role_set WHERE cluster_id = $1 AND login = $2`, l.clusterID, l.login))
+}
+
+// MoveToJournal deletes the login's row and records the retire in one commit, if the row still
+// matches cond ("" for none; the sweep passes its cutoff so a login used since is kept). It
+// reports whether a row was moved.
+func (l *LoginLock) MoveToJournal(ctx context.Context, instanceID, reason string, unusedSince *time.Time) (bool, error) {
+	var moved bool
+	err := pgx.BeginFunc(ctx, l.conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM datatable_role_set WHERE cluster_id = $1 AND login = $2
+AND ($3::timestamptz IS NULL OR last_used_at < $3)`, l.clusterID, l.login, unusedSince)
+		if err != nil {
+			return err
+		}
+		moved = tag.RowsAffected() > 0
+		if !moved {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO datatable_role_set_retiring (cluster_id, login, instance_id, reason)
+VALUES ($1, $2, $3, $4) ON CONFLICT (cluster_id, login) DO NOTHING`, l.clusterID, l.login, instanceID, reason)
+		return err
+	})
+	return moved, err
+}
+
+// InJournal reports whether the login has an unfinished retire.
+func (l *LoginLock) InJournal(ctx context.Context) (bool, error) {
+	var ok bool
+	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM datatable_role_set_retiring WHERE cluster_id = $1 AND login = $2)`, l.clusterID, l.login).Scan(&ok)
+	return ok, err
+}
+
+// FinishJournal deletes the journal entry once the login is dropped.
+func (l *LoginLock) FinishJournal(ctx context.Context) error {
+	_, err := l.conn.Exec(ctx, `DELETE FROM datatable_role_set_retiring WHERE cluster_id = $1 AND login = $2`, l.clusterID, l.login)
+	return err
+}
