@@ -91,9 +91,9 @@ func (p *fakePolicy) ResolveTenancy(ctx context.Context, req *policyv1.ResolveTe
 	defer p.mu.Unlock()
 	p.calls++
 	m, ok := p.members[req.GetEmail()]
-	if !ok { // the owner form u/<username>
+	if req.GetUsername() != "" { // a run's owner, looked up by username
 		for _, mm := range p.members {
-			if "u/"+mm.Username == req.GetEmail() {
+			if mm.Username == req.GetUsername() {
 				m, ok = mm, true
 			}
 		}

@@ -45,7 +45,11 @@ func (c *Client) RunIdentity(ctx context.Context, token string) (core.Run, error
 
 // Tenancy implements core.Identity.
 func (c *Client) Tenancy(ctx context.Context, ws, email string) (tenancy.Identity, error) {
-	resp, err := c.workspaces.ResolveTenancy(ctx, &policyv1.ResolveTenancyRequest{Workspace: ws, Email: email})
+	return c.resolve(ctx, &policyv1.ResolveTenancyRequest{Workspace: ws, Email: email})
+}
+
+func (c *Client) resolve(ctx context.Context, req *policyv1.ResolveTenancyRequest) (tenancy.Identity, error) {
+	resp, err := c.workspaces.ResolveTenancy(ctx, req)
 	if err != nil {
 		switch status.Code(err) {
 		case codes.NotFound, codes.PermissionDenied:
@@ -56,15 +60,14 @@ func (c *Client) Tenancy(ctx context.Context, ws, email string) (tenancy.Identit
 	return FromProto(resp), nil
 }
 
-// OwnerTenancy implements core.Identity. policy's ResolveTenancy is keyed by email and
-// RunIdentity carries permissioned_as as "u/<username>", so the username form is sent as the
-// key; a policy that does not resolve it answers NotFound and the named-role path fails closed
-// (see docs/roleset.md, "open points").
+// OwnerTenancy implements core.Identity: a run's permissioned_as is "u/<username>", resolved
+// by username; a group owner names no user and reaches no role.
 func (c *Client) OwnerTenancy(ctx context.Context, r core.Run) (tenancy.Identity, error) {
 	if !strings.HasPrefix(r.PermissionedAs, "u/") {
 		return tenancy.Identity{}, core.ErrNotMember // a group owner names no user
 	}
-	id, err := c.Tenancy(ctx, r.Workspace, r.PermissionedAs)
+	id, err := c.resolve(ctx, &policyv1.ResolveTenancyRequest{Workspace: r.Workspace,
+		Username: strings.TrimPrefix(r.PermissionedAs, "u/")})
 	if err != nil {
 		return id, err
 	}

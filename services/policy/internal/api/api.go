@@ -1,0 +1,58 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/pkg/validate"
+	"github.com/millwright/millwright/services/policy/internal/settings"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+// DefaultJobTokenTTL bounds a job token whose run never finishes.
+const DefaultJobTokenTTL = 7 * 24 * time.Hour
+
+// Deps are what the handlers use.
+type Deps struct {
+	Store       *store.Store
+	Settings    *settings.Service
+	Stream      *stream.Stream
+	JobTokenTTL time.Duration
+}
+
+type handlers struct {
+	Deps
+}
+
+// Register registers every policy service on gs.
+func Register(gs grpc.ServiceRegistrar, d Deps) {
+	if d.JobTokenTTL <= 0 {
+		d.JobTokenTTL = DefaultJobTokenTTL
+	}
+	h := &handlers{Deps: d}
+	policyv1.RegisterWorkspaceServiceServer(gs, &workspaceServer{h: h})
+	policyv1.RegisterCatalogServiceServer(gs, &catalogServer{h: h})
+	policyv1.RegisterTagServiceServer(gs, &tagServer{h: h})
+	policyv1.RegisterTokenServiceServer(gs, &tokenServer{h: h})
+	policyv1.RegisterRunServiceServer(gs, &runServer{h: h})
+	policyv1.RegisterSettingsServiceServer(gs, &settingsServer{h: h})
+	policyv1.RegisterEventServiceServer(gs, &eventServer{h: h})
+}
+
+// Validators returns the request validators of every policy service.
+func Validators() *validate.Registry { return validators() }
+
+// ServiceDescs lists the policy services (tests check rules and validators cover them).
+var ServiceDescs = []grpc.ServiceDesc{
+	policyv1.WorkspaceService_ServiceDesc, policyv1.CatalogService_ServiceDesc, policyv1.TagService_ServiceDesc,
+	policyv1.TokenService_ServiceDesc, policyv1.RunService_ServiceDesc, policyv1.SettingsService_ServiceDesc,
+	policyv1.EventService_ServiceDesc,
+}
+
+func (h *handlers) authorize(ctx context.Context, workspace string) (Caller, error) {
+	return authorize(ctx, h.Store, workspace)
+}

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+var roles = map[policyv1.Role]policy.Role{
+	policyv1.Role_ROLE_ADMIN:     policy.RoleAdmin,
+	policyv1.Role_ROLE_DEVELOPER: policy.RoleDeveloper,
+	policyv1.Role_ROLE_OPERATOR:  policy.RoleOperator,
+}
+
+func roleFromProto(r policyv1.Role) (policy.Role, bool) { v, ok := roles[r]; return v, ok }
+
+func roleToProto(r policy.Role) policyv1.Role {
+	for k, v := range roles {
+		if v == r {
+			return k
+		}
+	}
+	return policyv1.Role_ROLE_UNSPECIFIED
+}
+
+var kinds = map[policyv1.RunnableKind]policy.Kind{
+	policyv1.RunnableKind_RUNNABLE_KIND_SCRIPT: policy.KindScript,
+	policyv1.RunnableKind_RUNNABLE_KIND_FLOW:   policy.KindFlow,
+	policyv1.RunnableKind_RUNNABLE_KIND_APP:    policy.KindApp,
+}
+
+func kindFromProto(k policyv1.RunnableKind) (policy.Kind, bool) { v, ok := kinds[k]; return v, ok }
+
+func kindToProto(k policy.Kind) policyv1.RunnableKind {
+	for p, v := range kinds {
+		if v == k {
+			return p
+		}
+	}
+	return policyv1.RunnableKind_RUNNABLE_KIND_UNSPECIFIED
+}
+
+var origins = map[policyv1.RunOrigin]policy.Origin{
+	policyv1.RunOrigin_RUN_ORIGIN_APP_SESSION:   policy.OriginAppSession,
+	policyv1.RunOrigin_RUN_ORIGIN_APP_ANONYMOUS: policy.OriginAppAnonymous,
+	policyv1.RunOrigin_RUN_ORIGIN_DIRECT:        policy.OriginDirect,
+	policyv1.RunOrigin_RUN_ORIGIN_PREVIEW:       policy.OriginPreview,
+	policyv1.RunOrigin_RUN_ORIGIN_JOB_TOKEN:     policy.OriginJobToken,
+	policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE:      policy.OriginSchedule,
+	policyv1.RunOrigin_RUN_ORIGIN_TRIGGER:       policy.OriginTrigger,
+	policyv1.RunOrigin_RUN_ORIGIN_AI_TOOL:       policy.OriginAITool,
+}
+
+func originFromProto(o policyv1.RunOrigin) (policy.Origin, bool) { v, ok := origins[o]; return v, ok }
+
+func originToProto(o policy.Origin) policyv1.RunOrigin {
+	for p, v := range origins {
+		if v == o {
+			return p
+		}
+	}
+	return policyv1.RunOrigin_RUN_ORIGIN_UNSPECIFIED
+}
+
+func runToProto(r store.Run) *policyv1.RunIdentity {
+	out := &policyv1.RunIdentity{
+		Workspace:      r.Workspace,
+		JobId:          r.JobID,
+		PermissionedAs: r.PermissionedAs,
+		Origin:         originToProto(r.Origin),
+		ParentJobId:    r.ParentJobID,
+		CreatedAt:      timestamppb.New(r.CreatedAt),
+	}
+	if r.Viewer != nil {
+		out.HasViewer, out.ViewerEmail = true, *r.Viewer
+	}
+	return out
+}
+
+func settingsToProto(s policy.OperatorSettings) *policyv1.OperatorSettings {
+	return &policyv1.OperatorSettings{
+		Runs: s.Runs, Schedules: s.Schedules, Resources: s.Resources, Variables: s.Variables, Assets: s.Assets,
+		AuditLogs: s.AuditLogs, Triggers: s.Triggers, Groups: s.Groups, Folders: s.Folders, Workers: s.Workers,
+		Builder: s.Builder, ManageSchedules: s.ManageSchedules, ManageTriggers: s.ManageTriggers,
+	}
+}
+
+func patchFromProto(p *policyv1.OperatorSettingsPatch) policy.SettingsPatch {
+	out := policy.SettingsPatch{}
+	set := func(k string, v *bool) {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	set("runs", p.Runs)
+	set("schedules", p.Schedules)
+	set("resources", p.Resources)
+	set("variables", p.Variables)
+	set("assets", p.Assets)
+	set("audit_logs", p.AuditLogs)
+	set("triggers", p.Triggers)
+	set("groups", p.Groups)
+	set("folders", p.Folders)
+	set("workers", p.Workers)
+	set("builder", p.Builder)
+	set("manage_schedules", p.ManageSchedules)
+	set("manage_triggers", p.ManageTriggers)
+	return out
+}
+
+func tenancyToProto(t policy.Tenancy) *policyv1.ResolveTenancyResponse {
+	out := &policyv1.ResolveTenancyResponse{
+		Workspace: t.Workspace, Username: t.Username, Email: t.Email, Groups: t.Groups,
+		IsAdmin: t.IsAdmin(), IsOperator: t.IsOperator(), Role: roleToProto(t.Role),
+	}
+	for _, f := range t.Folders {
+		out.Folders = append(out.Folders, &policyv1.FolderAccess{Name: f.Name, Read: f.Read, Write: f.Write, Owner: f.Owner})
+	}
+	return out
+}
+
+func memberToProto(m store.Member) *policyv1.Member {
+	return &policyv1.Member{Workspace: m.Workspace, Username: m.Username, Email: m.Email, Role: roleToProto(m.Role), Disabled: m.Disabled}
+}

@@ -1,0 +1,54 @@
+package api
+
+import (
+	"context"
+
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+type settingsServer struct {
+	policyv1.UnimplementedSettingsServiceServer
+	h *handlers
+}
+
+func (s *settingsServer) GetOperatorSettings(ctx context.Context, req *policyv1.GetOperatorSettingsRequest) (*policyv1.GetOperatorSettingsResponse, error) {
+	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
+		return nil, err
+	}
+	st, err := s.h.Settings.Get(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.GetOperatorSettingsResponse{Settings: settingsToProto(st)}, nil
+}
+
+func (s *settingsServer) UpdateOperatorSettings(ctx context.Context, req *policyv1.UpdateOperatorSettingsRequest) (*policyv1.UpdateOperatorSettingsResponse, error) {
+	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
+		return nil, err
+	}
+	ch, err := s.h.Settings.Update(ctx, req.GetWorkspace(), patchFromProto(req.GetPatch()))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.UpdateOperatorSettingsResponse{Settings: settingsToProto(ch.After), StreamPosition: ch.Position}, nil
+}
+
+func (s *settingsServer) CheckOperatorCanBuild(ctx context.Context, req *policyv1.CheckOperatorCanBuildRequest) (*policyv1.CheckOperatorCanBuildResponse, error) {
+	c, err := s.h.authorize(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, err
+	}
+	who, err := subject(c, req.GetUsername())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.h.Store.ResolveTenancy(ctx, req.GetWorkspace(), store.ByUsername, who)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if err := s.h.Settings.CanBuild(ctx, req.GetWorkspace(), t.Role); err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.CheckOperatorCanBuildResponse{Role: roleToProto(t.Role)}, nil
+}

@@ -1,0 +1,66 @@
+package api
+
+import (
+	"context"
+
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+type tagServer struct {
+	policyv1.UnimplementedTagServiceServer
+	h *handlers
+}
+
+func (s *tagServer) SetWorkerTags(ctx context.Context, req *policyv1.SetWorkerTagsRequest) (*policyv1.SetWorkerTagsResponse, error) {
+	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
+		return nil, err
+	}
+	rules := make([]policy.TagRule, len(req.GetTags()))
+	for i, t := range req.GetTags() {
+		rules[i] = policy.TagRule{Name: t.GetName(), Privileged: t.GetPrivileged()}
+	}
+	if err := s.h.Store.SetWorkerTags(ctx, req.GetWorkspace(), rules); err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.SetWorkerTagsResponse{}, nil
+}
+
+func (s *tagServer) GetWorkerTags(ctx context.Context, req *policyv1.GetWorkerTagsRequest) (*policyv1.GetWorkerTagsResponse, error) {
+	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
+		return nil, err
+	}
+	rules, err := s.h.Store.WorkerTags(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := &policyv1.GetWorkerTagsResponse{}
+	for _, r := range rules {
+		out.Tags = append(out.Tags, &policyv1.WorkerTag{Name: r.Name, Privileged: r.Privileged})
+	}
+	return out, nil
+}
+
+func (s *tagServer) CheckTags(ctx context.Context, req *policyv1.CheckTagsRequest) (*policyv1.CheckTagsResponse, error) {
+	c, err := s.h.authorize(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, err
+	}
+	who, err := subject(c, req.GetUsername())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.h.Store.ResolveTenancy(ctx, req.GetWorkspace(), store.ByUsername, who)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	rules, err := s.h.Store.WorkerTags(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if err := policy.CheckTags(rules, t.Role, req.GetTags()); err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.CheckTagsResponse{}, nil
+}

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/millwright/millwright/pkg/auth"
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/services/policy/internal/authn"
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+type tokenServer struct {
+	policyv1.UnimplementedTokenServiceServer
+	h *handlers
+}
+
+func (s *tokenServer) CreateToken(ctx context.Context, req *policyv1.CreateTokenRequest) (*policyv1.CreateTokenResponse, error) {
+	c, err := s.h.authorize(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, err
+	}
+	who, err := subject(c, req.GetUsername())
+	if err != nil {
+		return nil, err
+	}
+	// A restricted token mints only within its own scopes (and never an unrestricted one).
+	if !policy.ScopesWithin(req.GetScopes(), c.ID.Scopes) {
+		return nil, denied(commonv1.ErrorReason_ERROR_REASON_MISSING_SCOPE,
+			"a scoped token can only create tokens with a subset of its scopes", map[string]string{"field": "scopes"})
+	}
+	secret, digest := policy.NewSecret(policy.PrefixUser)
+	id := policy.NewTokenID()
+	exp := req.GetExpiresAt().AsTime()
+	err = s.h.Store.CreateUserToken(ctx, store.UserToken{ID: id, Digest: digest, Workspace: req.GetWorkspace(),
+		Username: who, Scopes: policy.Normalize(req.GetScopes()), Label: req.GetLabel(), ExpiresAt: exp})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.CreateTokenResponse{Token: secret, TokenId: id, ExpiresAt: timestamppb.New(exp)}, nil
+}
+
+func (s *tokenServer) RevokeToken(ctx context.Context, req *policyv1.RevokeTokenRequest) (*policyv1.RevokeTokenResponse, error) {
+	c, err := s.h.authorize(ctx, req.GetWorkspace())
+	if err != nil {
+		return nil, err
+	}
+	onlyUser := "" // superadmin and workspace admins revoke any token of the workspace
+	if c.Tenancy != nil && !c.Tenancy.IsAdmin() {
+		onlyUser = c.ID.Username
+	}
+	if err := s.h.Store.RevokeToken(ctx, req.GetWorkspace(), req.GetTokenId(), onlyUser); err != nil {
+		return nil, mapErr(err)
+	}
+	return &policyv1.RevokeTokenResponse{}, nil
+}
+
+func (s *tokenServer) Authenticate(ctx context.Context, req *policyv1.AuthenticateRequest) (*policyv1.AuthenticateResponse, error) {
+	if _, err := s.h.authorize(ctx, ""); err != nil {
+		return nil, err
+	}
+	if !policy.LooksLikeToken(req.GetToken()) {
+		return nil, auth.Unauthenticated("token is unknown, expired or revoked")
+	}
+	t, head, err := s.h.Store.AuthenticateAt(ctx, policy.Digest(req.GetToken()))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	id := authn.Identity(t)
+	out := &policyv1.AuthenticateResponse{Workspace: id.Workspace, Username: id.Username, Email: id.Email,
+		Scopes: id.Scopes, JobId: id.JobID, TokenId: id.TokenID, ExpiresAt: timestamppb.New(t.ExpiresAt), StreamPosition: head}
+	switch id.Kind {
+	case auth.User:
+		out.Kind = policyv1.TokenKind_TOKEN_KIND_USER
+	case auth.Job:
+		out.Kind = policyv1.TokenKind_TOKEN_KIND_JOB
+	}
+	return out, nil
+}

@@ -1,0 +1,113 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/migrate"
+	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/services/policy/internal/api"
+	"github.com/millwright/millwright/services/policy/internal/authn"
+	"github.com/millwright/millwright/services/policy/internal/settings"
+	"github.com/millwright/millwright/services/policy/internal/store"
+	"github.com/millwright/millwright/services/policy/migrations"
+)
+
+// Options are the service's knobs beyond server.Config.
+type Options struct {
+	// SeatChecker prices turning builder rights on; nil skips the check.
+	SeatChecker settings.SeatChecker
+	// BuilderTTL is the builder-flag cache lifetime (default 60 s).
+	BuilderTTL time.Duration
+	// TokenTTL is the token cache lifetime (default 60 s).
+	TokenTTL time.Duration
+	// JobTokenTTL bounds a job token whose run never finishes (default 7 days).
+	JobTokenTTL time.Duration
+	// Stream tunes the listener.
+	Stream stream.Options
+	// OnListen and Logger are passed to pkg/server.
+	OnListen func(grpcAddr, metricsAddr string)
+	Logger   *slog.Logger
+	// OnReady, if set, receives the wired parts once built (tests).
+	OnReady func(*Parts)
+}
+
+// Parts are the service's wired components.
+type Parts struct {
+	Store    *store.Store
+	Stream   *stream.Stream
+	Settings *settings.Service
+	Authn    *authn.Local
+}
+
+// Run serves the policy service until ctx ends.
+func Run(ctx context.Context, cfg server.Config, o Options) error {
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL.Reveal())
+	if err != nil {
+		return fmt.Errorf("policy: database: %w", err)
+	}
+	defer pool.Close()
+
+	st := stream.New(pool, o.Stream)
+	db := store.New(pool)
+	live := func() bool {
+		select {
+		case <-st.Ready():
+			return true
+		default:
+			return false
+		}
+	}
+	set := settings.New(db, o.SeatChecker, o.BuilderTTL, live)
+	local := authn.New(db, o.TokenTTL, live)
+	unsub := st.Subscribe(func(e stream.Event) {
+		set.OnEvent(e)
+		local.OnEvent(e)
+	})
+	defer unsub()
+	if o.OnReady != nil {
+		o.OnReady(&Parts{Store: db, Stream: st, Settings: set, Authn: local})
+	}
+
+	expected, err := migrate.Expected(migrations.FS)
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, cfg, server.Options{
+		Pool: pool,
+		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
+			cur, err := migrate.Current(ctx, pool)
+			if err != nil {
+				return 0, expected, err
+			}
+			// Caches are only honest once the stream listener delivers: not SERVING before.
+			if !live() {
+				return cur, expected, fmt.Errorf("policy: stream listener not connected yet")
+			}
+			return cur, expected, nil
+		},
+		Authenticator: auth.Chain{
+			auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+			local,
+		},
+		Validator: api.Validators(),
+		Register: func(gs *grpc.Server) {
+			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL})
+		},
+		Background: []func(context.Context) error{st.Run},
+		OnListen:   o.OnListen,
+		Logger:     o.Logger,
+	})
+}
+
+// Migrate applies the embedded migrations.
+func Migrate(ctx context.Context, dsn string) (int64, error) {
+	return migrate.Up(ctx, dsn, migrations.FS)
+}

@@ -1,0 +1,121 @@
+package settings
+
+import (
+	"context"
+	"time"
+
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/services/policy/internal/cache"
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+// DefaultTTL is the builder-flag cache lifetime (spec: 60 s cache).
+const DefaultTTL = 60 * time.Second
+
+// SeatChecker prices turning builder rights on (billing wires it). streamPos is the policy
+// stream position the decision must reflect: the projection answering it must have applied at
+// least that event. A non-nil error refuses the change and is returned to the caller as is
+// (a status error such as SEAT_CAP_EXCEEDED, or a failure to decide).
+type SeatChecker interface {
+	CheckBuilderEnable(ctx context.Context, workspace string, streamPos int64) error
+}
+
+// Store is what the service needs from the database.
+type Store interface {
+	OperatorSettings(ctx context.Context, ws string) (policy.OperatorSettings, error)
+	UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch) (store.OperatorSettingsChange, error)
+	Head(ctx context.Context) (int64, error)
+}
+
+// Service owns operator settings changes and the builder cache.
+type Service struct {
+	store Store
+	seats SeatChecker // nil: no seat check
+	cache *cache.Cache[string, policy.OperatorSettings]
+	// live reports whether the stream subscriber is connected, so that an entry filled now
+	// will be dropped by any later change. Until then nothing is cached.
+	live func() bool
+}
+
+// New returns a Service. ttl <= 0 means DefaultTTL; live nil means always live (tests).
+func New(st Store, seats SeatChecker, ttl time.Duration, live func() bool) *Service {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if live == nil {
+		live = func() bool { return true }
+	}
+	return &Service{store: st, seats: seats, cache: cache.New[string, policy.OperatorSettings](ttl, 1000), live: live}
+}
+
+// Cache exposes the cache (tests set its clock).
+func (s *Service) Cache() *cache.Cache[string, policy.OperatorSettings] { return s.cache }
+
+// Get returns the stored settings, uncached (what an admin reads and edits).
+func (s *Service) Get(ctx context.Context, ws string) (policy.OperatorSettings, error) {
+	return s.store.OperatorSettings(ctx, ws)
+}
+
+// Cached returns the settings through the per-process cache.
+func (s *Service) Cached(ctx context.Context, ws string) (policy.OperatorSettings, error) {
+	// live is read before the load: if the subscriber was connected then, every change
+	// committed after the load's read is delivered, and a delivery racing the fill is caught
+	// by the cache's generation check.
+	return s.cache.Get(ctx, ws, s.live(), func(ctx context.Context) (policy.OperatorSettings, time.Time, error) {
+		v, err := s.store.OperatorSettings(ctx, ws)
+		return v, time.Time{}, err
+	})
+}
+
+// CanBuild is check_operator_can_build over the cached flag.
+func (s *Service) CanBuild(ctx context.Context, ws string, role policy.Role) error {
+	if role == policy.RoleAdmin || role == policy.RoleDeveloper {
+		return nil
+	}
+	st, err := s.Cached(ctx, ws)
+	if err != nil {
+		return err
+	}
+	return policy.CanBuild(role, st)
+}
+
+// Update is the only way operator settings change: every RPC that sets them (today
+// UpdateOperatorSettings; any future import or git-sync path) must call it. Turning builder on
+// is priced by the SeatChecker first, at the current stream head; the store then merges the
+// patch under a row lock and its trigger emits the "settings" event. The local entry is
+// dropped at once; other replicas drop theirs when the event arrives.
+func (s *Service) Update(ctx context.Context, ws string, patch policy.SettingsPatch) (store.OperatorSettingsChange, error) {
+	if on, set := patch["builder"]; set && on && s.seats != nil {
+		cur, err := s.store.OperatorSettings(ctx, ws)
+		if err != nil {
+			return store.OperatorSettingsChange{}, err
+		}
+		if !cur.Builder {
+			head, err := s.store.Head(ctx)
+			if err != nil {
+				return store.OperatorSettingsChange{}, err
+			}
+			if err := s.seats.CheckBuilderEnable(ctx, ws, head); err != nil {
+				return store.OperatorSettingsChange{}, err
+			}
+		}
+	}
+	ch, err := s.store.UpdateOperatorSettings(ctx, ws, patch)
+	if err != nil {
+		return ch, err
+	}
+	s.cache.Invalidate(ws)
+	return ch, nil
+}
+
+// OnEvent is the stream subscriber: a "settings" event drops that workspace's entry; a resync
+// (the listener fell behind retention) drops everything.
+func (s *Service) OnEvent(e stream.Event) {
+	switch {
+	case e.Op == stream.OpResync:
+		s.cache.Purge()
+	case e.Kind == "settings":
+		s.cache.Invalidate(e.Workspace)
+	}
+}

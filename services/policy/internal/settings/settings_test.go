@@ -1,0 +1,111 @@
+package settings_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/settings"
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+// memStore is an in-memory settings table; it stands in for the database only to test the
+// cache's two ends in isolation (the integration tests run them against Postgres).
+type memStore struct {
+	mu    sync.Mutex
+	s     map[string]policy.OperatorSettings
+	reads int
+}
+
+func (m *memStore) OperatorSettings(_ context.Context, ws string) (policy.OperatorSettings, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	return m.s[ws], nil
+}
+
+// set changes the row behind the service's back, as another replica would.
+func (m *memStore) set(ws string, builder bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.s[ws]
+	v.Builder = builder
+	m.s[ws] = v
+}
+
+func (m *memStore) UpdateOperatorSettings(_ context.Context, ws string, p policy.SettingsPatch) (store.OperatorSettingsChange, error) {
+	m.set(ws, p["builder"])
+	return store.OperatorSettingsChange{}, nil
+}
+
+func (m *memStore) Head(context.Context) (int64, error) { return 7, nil }
+
+func TestBuilderCacheEnds(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// after turning builder off elsewhere, what happens before asking again
+		step       func(svc *settings.Service, clock *time.Time)
+		wantRefuse bool
+	}{
+		{"no event, within the TTL: the cache answers (the spec's 60 s bound)", func(_ *settings.Service, c *time.Time) {
+			*c = c.Add(59 * time.Second)
+		}, false},
+		{"no event, TTL passed: reloaded", func(_ *settings.Service, c *time.Time) {
+			*c = c.Add(61 * time.Second)
+		}, true},
+		{"settings event: dropped at once", func(s *settings.Service, _ *time.Time) {
+			s.OnEvent(stream.Event{ID: 9, Kind: "settings", Workspace: "w", Op: "update"})
+		}, true},
+		{"event of another workspace: kept", func(s *settings.Service, _ *time.Time) {
+			s.OnEvent(stream.Event{ID: 9, Kind: "settings", Workspace: "other", Op: "update"})
+		}, false},
+		{"resync: everything dropped", func(s *settings.Service, _ *time.Time) {
+			s.OnEvent(stream.Event{ID: 9, Op: stream.OpResync})
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
+			svc := settings.New(st, nil, 0, nil)
+			clock := time.Unix(1000, 0)
+			svc.Cache().SetClock(func() time.Time { return clock })
+			require.NoError(t, svc.CanBuild(ctx, "w", policy.RoleOperator))
+			st.set("w", false)
+			tc.step(svc, &clock)
+			err := svc.CanBuild(ctx, "w", policy.RoleOperator)
+			if tc.wantRefuse {
+				require.ErrorIs(t, err, policy.ErrBuilderOff)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+func TestNothingCachedUntilLive(t *testing.T) {
+	st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
+	live := false
+	svc := settings.New(st, nil, 0, func() bool { return live })
+	_, _ = svc.Cached(context.Background(), "w")
+	_, _ = svc.Cached(context.Background(), "w")
+	require.Equal(t, 2, st.reads, "not cached while the stream is not connected")
+	live = true
+	_, _ = svc.Cached(context.Background(), "w")
+	_, _ = svc.Cached(context.Background(), "w")
+	require.Equal(t, 3, st.reads)
+}
+
+func TestDevelopersAndAdminsAlwaysBuild(t *testing.T) {
+	st := &memStore{s: map[string]policy.OperatorSettings{}}
+	svc := settings.New(st, nil, 0, nil)
+	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleAdmin))
+	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleDeveloper))
+	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator), policy.ErrBuilderOff)
+	require.Error(t, svc.CanBuild(context.Background(), "w", policy.Role("")))
+}

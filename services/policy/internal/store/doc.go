@@ -1,0 +1,8 @@
+// Package store holds all of the policy service's SQL: workspaces, members, groups, folders,
+// the runnable catalog, worker tags, tokens, runs and operator settings. Nothing else touches
+// these tables. Catalog reads go through one function, asCaller, which resolves the caller's
+// tenancy, sets it on the transaction and switches to a role subject to row-level security, so
+// "readable by this caller" is the database's single policy, checked for a whole list of paths
+// in one query. Writes that guard an invariant (the last enabled admin) serialize on the
+// workspace row; every change reaches the invalidation stream through table triggers.
+package store

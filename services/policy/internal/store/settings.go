@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/services/policy/internal/policy"
+)
+
+// OperatorSettings returns a workspace's resolved operator settings.
+func (s *Store) OperatorSettings(ctx context.Context, ws string) (policy.OperatorSettings, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `SELECT operator_settings FROM workspace_settings WHERE workspace_id = $1`, ws).Scan(&raw)
+	if errNoRows(err) {
+		return policy.OperatorSettings{}, policy.NotFound("workspace", ws)
+	}
+	if err != nil {
+		return policy.OperatorSettings{}, err
+	}
+	return policy.ResolveOperatorSettings(raw)
+}
+
+// OperatorSettingsChange is what UpdateOperatorSettings did.
+type OperatorSettingsChange struct {
+	Before, After policy.OperatorSettings
+	// Position is the stream id of the "settings" event, 0 when nothing changed.
+	Position int64
+}
+
+// UpdateOperatorSettings merges patch into the stored settings under a row lock. The UPDATE
+// fires the operator_settings_change trigger when the JSON changed, which appends the
+// "settings" event in this same transaction.
+//
+// Callers outside this package must go through settings.Service.Update, which runs the seat
+// check first: this is the only statement that writes operator_settings.
+func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch) (OperatorSettingsChange, error) {
+	var ch OperatorSettingsChange
+	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
+		ch = OperatorSettingsChange{}
+		var raw []byte
+		err := tx.QueryRow(ctx, `SELECT operator_settings FROM workspace_settings WHERE workspace_id = $1 FOR UPDATE`, ws).Scan(&raw)
+		if errNoRows(err) {
+			return policy.NotFound("workspace", ws)
+		}
+		if err != nil {
+			return err
+		}
+		if ch.Before, err = policy.ResolveOperatorSettings(raw); err != nil {
+			return err
+		}
+		merged, err := policy.Merge(raw, patch)
+		if err != nil {
+			return err
+		}
+		if ch.After, err = policy.ResolveOperatorSettings(merged); err != nil {
+			return err
+		}
+		var changed bool
+		if err := tx.QueryRow(ctx, `SELECT operator_settings IS DISTINCT FROM $2::jsonb FROM workspace_settings WHERE workspace_id = $1`,
+			ws, merged).Scan(&changed); err != nil {
+			return err
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE workspace_settings SET operator_settings = $2::jsonb WHERE workspace_id = $1`, ws, merged); err != nil {
+			return err
+		}
+		// The trigger appended under the stream's ordering lock, so our event is the newest
+		// id visible to this transaction.
+		ch.Position, err = stream.Head(ctx, tx)
+		return err
+	})
+	return ch, err
+}

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/millwright/millwright/services/policy/internal/policy"
+)
+
+// SetWorkerTags replaces a workspace's tag rules.
+func (s *Store) SetWorkerTags(ctx context.Context, ws string, rules []policy.TagRule) error {
+	names := make([]string, len(rules))
+	priv := make([]bool, len(rules))
+	for i, r := range rules {
+		names[i], priv[i] = r.Name, r.Privileged
+	}
+	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
+		if err := lockWorkspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM worker_tag WHERE workspace_id = $1 AND NOT (tag = ANY ($2))`, ws, names); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+			INSERT INTO worker_tag (workspace_id, tag, privileged)
+			SELECT $1, t, p FROM unnest($2::text[], $3::bool[]) AS r(t, p)
+			ON CONFLICT (workspace_id, tag) DO UPDATE SET privileged = EXCLUDED.privileged`, ws, names, priv)
+		return err
+	})
+}
+
+// WorkerTags lists a workspace's tag rules sorted by name.
+func (s *Store) WorkerTags(ctx context.Context, ws string) ([]policy.TagRule, error) {
+	var out []policy.TagRule
+	err := s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
+		if err := workspaceExists(ctx, tx, ws); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT tag, privileged FROM worker_tag WHERE workspace_id = $1 ORDER BY tag`, ws)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy.TagRule, error) {
+			var t policy.TagRule
+			err := r.Scan(&t.Name, &t.Privileged)
+			return t, err
+		})
+		return err
+	})
+	return out, err
+}
