@@ -14,7 +14,8 @@ var errLagged = errors.New("stream: watcher lagged")
 // afterID (afterID < 0: from the current head) whose kind is in kinds (empty: all), in id
 // order, first from the table, then live from this process's listener (so Run must be
 // running), with no gap or duplicate between the two. When nothing was sent for
-// HeartbeatInterval it sends a heartbeat: send(nil, head). head is the newest id the server
+// HeartbeatInterval it sends a heartbeat: send(nil, head), and it sends one as soon as the
+// backlog is drained. head is the newest id the server
 // knows of. It returns a *ResyncError when afterID (>= 0) is older than the retention window
 // (or newer than the head: the database lost history), the first error of send, or ctx.Err().
 //
@@ -99,6 +100,13 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 		if len(evs) < batchSize {
 			break
 		}
+	}
+
+	// Caught up: say so at once, so a consumer knows its cache is live now rather than at the
+	// first heartbeat (a cache that serves only while its stream is live would otherwise sit
+	// idle for a whole interval after every connect).
+	if err := send(nil, max(head, *cursor)); err != nil {
+		return err
 	}
 
 	// Live.
