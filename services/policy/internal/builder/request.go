@@ -1,0 +1,95 @@
+package builder
+
+import "strings"
+
+// DeployPath is how a raw app reaches the platform.
+type DeployPath string
+
+const (
+	// DeployMultipart is create_app_raw / update_app_raw: the browser or CLI already built the
+	// bundle and nothing server-side compiles anything. Builders use these.
+	DeployMultipart DeployPath = "multipart"
+	// DeploySource is create_app_raw_source / update_app_raw_source: a bundler runs over
+	// caller-supplied files as a job on a worker, which is arbitrary code execution.
+	DeploySource DeployPath = "source"
+)
+
+// ScopeAll is how a caller passes an unscoped credential (a session, a token without scopes)
+// to CheckDeployPath. nil or empty scopes mean "no scopes", which fails closed.
+const ScopeAll = "*"
+
+// CheckDeployPath refuses the source deploy path to operators, builder rights or not: it costs
+// builders nothing, because the browser and the CLI both bundle locally and deploy multipart.
+// Everyone else needs jobs:run on top of apps:write for it, since it runs a job.
+func CheckDeployPath(path DeployPath, isOperator bool, scopes []string) []Violation {
+	switch path {
+	case DeployMultipart:
+		return nil
+	case DeploySource:
+	default:
+		// An unknown path is treated as the dangerous one, for everyone.
+		return []Violation{{Reason: ReasonSourceDeploy, Doc: DocRequest, Message: "unknown deploy path " + string(path)}}
+	}
+	if isOperator {
+		return []Violation{{Reason: ReasonSourceDeploy, Doc: DocRequest,
+			Message: "operators cannot deploy a raw app from sources (it runs a bundler job); bundle locally and deploy multipart"}}
+	}
+	var out []Violation
+	for _, need := range []string{"jobs:run", "apps:write"} {
+		if !hasScope(scopes, need) {
+			out = append(out, Violation{Reason: ReasonMissingScope, Doc: DocRequest,
+				Message: "deploying a raw app from sources requires the " + need + " scope"})
+		}
+	}
+	return out
+}
+
+// hasScope accepts the exact scope or ScopeAll. Narrower forms (a path-suffixed scope) do not
+// satisfy a whole-domain requirement, and no other wildcard spelling is guessed at.
+func hasScope(scopes []string, need string) bool {
+	for _, s := range scopes {
+		if s == need || s == ScopeAll {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckPreview covers execute_component's preview branch for operators: raw code is refused,
+// and so is a hub path, because require_path_read_access_for_preview admits hub/ for everyone.
+// path is the request's path ("script/<p>", "flow/<p>", possibly behind "<component>:"), or a
+// bare runnable path; every form is checked.
+func CheckPreview(path string, rawCode bool, isOperator bool) []Violation {
+	if !isOperator {
+		return nil
+	}
+	var out []Violation
+	if isHubRequestPath(path) {
+		out = append(out, Violation{Reason: ReasonHubPath, Doc: DocRequest,
+			Message: "operators cannot preview a hub runnable"})
+	}
+	if rawCode {
+		out = append(out, Violation{Reason: ReasonInlineCode, Doc: DocRequest,
+			Message: "operators cannot preview caller-supplied code"})
+	}
+	return out
+}
+
+func isHubRequestPath(p string) bool {
+	for i := -1; i < len(p); i++ {
+		if i >= 0 && p[i] != ':' {
+			continue
+		}
+		c := p[i+1:]
+		if strings.HasPrefix(c, "hubscript/") {
+			return true
+		}
+		for _, prefix := range []string{"script/", "flow/"} {
+			c = strings.TrimPrefix(c, prefix)
+		}
+		if strings.HasPrefix(c, "hub/") {
+			return true
+		}
+	}
+	return false
+}
