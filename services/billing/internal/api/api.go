@@ -1,0 +1,295 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/errs"
+	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	"github.com/millwright/millwright/pkg/validate"
+	"github.com/millwright/millwright/services/billing/internal/projection"
+	"github.com/millwright/millwright/services/billing/internal/seats"
+	"github.com/millwright/millwright/services/billing/internal/store"
+)
+
+// Waiter blocks until the projection has applied at least pos, or fails with
+// projection.ErrBehind.
+type Waiter interface {
+	WaitFor(ctx context.Context, pos int64, bound time.Duration) error
+}
+
+// Server implements billingv1.BillingServiceServer.
+type Server struct {
+	billingv1.UnimplementedBillingServiceServer
+	store *store.Store
+	wait  Waiter
+	bound time.Duration
+}
+
+// New returns the handlers. bound is how long a check waits for the projection to reach
+// the caller's stream position before answering Unavailable.
+func New(st *store.Store, w Waiter, bound time.Duration) *Server {
+	return &Server{store: st, wait: w, bound: bound}
+}
+
+// Who may call what: billing has no users of its own. The superadmin (the operator of the
+// installation) reads and sets everything; other services (policy pricing a change, the
+// platform showing usage) read and check but never move the license cap.
+func allow(ctx context.Context, kinds ...auth.Kind) error {
+	id, ok := auth.FromContext(ctx)
+	if !ok {
+		return auth.Unauthenticated("missing identity")
+	}
+	for _, k := range kinds {
+		if id.Kind == k {
+			return nil
+		}
+	}
+	return errs.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED,
+		"this caller may not use this billing RPC", nil)
+}
+
+var readers = []auth.Kind{auth.Superadmin, auth.Service}
+
+// GetSeatUsage implements billingv1.BillingServiceServer.
+func (s *Server) GetSeatUsage(ctx context.Context, _ *billingv1.GetSeatUsageRequest) (*billingv1.GetSeatUsageResponse, error) {
+	if err := allow(ctx, readers...); err != nil {
+		return nil, err
+	}
+	cur, err := s.store.Usage(ctx)
+	if err != nil {
+		return nil, errs.RewriteError(ctx, err)
+	}
+	return &billingv1.GetSeatUsageResponse{
+		Usage: usagePB(cur.Usage), Weights: weightsPB(s.store.Weights()),
+		CapSeats: cur.CapSeats, Position: cur.Position,
+	}, nil
+}
+
+// SetSeatCap implements billingv1.BillingServiceServer.
+func (s *Server) SetSeatCap(ctx context.Context, req *billingv1.SetSeatCapRequest) (*billingv1.SetSeatCapResponse, error) {
+	if err := allow(ctx, auth.Superadmin); err != nil {
+		return nil, err
+	}
+	c, err := s.store.SetCap(ctx, req.GetSeats())
+	if err != nil {
+		return nil, errs.RewriteError(ctx, err)
+	}
+	return &billingv1.SetSeatCapResponse{CapSeats: c}, nil
+}
+
+// CheckSeatCap implements billingv1.BillingServiceServer.
+func (s *Server) CheckSeatCap(ctx context.Context, req *billingv1.CheckSeatCapRequest) (*billingv1.CheckSeatCapResponse, error) {
+	if err := allow(ctx, readers...); err != nil {
+		return nil, err
+	}
+	var change seats.Change
+	switch c := req.GetChange().(type) {
+	case *billingv1.CheckSeatCapRequest_Member:
+		m := c.Member
+		role := seats.Role("")
+		if !m.GetRemoved() {
+			role, _ = seats.ParseRole(m.GetRole()) // validated
+		}
+		change = seats.MemberChange{
+			Workspace: m.GetWorkspace(), Username: m.GetUsername(), Email: m.GetEmail(),
+			Role: role, Disabled: m.GetDisabled(), Removed: m.GetRemoved(),
+		}
+	case *billingv1.CheckSeatCapRequest_Builder:
+		change = seats.BuilderChange{Workspace: c.Builder.GetWorkspace(), Builder: c.Builder.GetBuilder()}
+	}
+	p, err := s.price(ctx, change, req.GetMinPosition())
+	if err != nil {
+		return nil, err
+	}
+	return &billingv1.CheckSeatCapResponse{
+		Before: usagePB(p.Before), After: usagePB(p.After), CapSeats: p.CapSeats,
+		DeltaMilliseats: p.Delta(), Allowed: p.Allowed(), Position: p.Position,
+	}, nil
+}
+
+// CheckSeatCapForOperatorBuilder implements billingv1.BillingServiceServer.
+func (s *Server) CheckSeatCapForOperatorBuilder(ctx context.Context, req *billingv1.CheckSeatCapForOperatorBuilderRequest) (*billingv1.CheckSeatCapForOperatorBuilderResponse, error) {
+	if err := allow(ctx, readers...); err != nil {
+		return nil, err
+	}
+	p, err := s.price(ctx, seats.BuilderChange{Workspace: req.GetWorkspace(), Builder: true}, req.GetMinPosition())
+	if err != nil {
+		return nil, err
+	}
+	return &billingv1.CheckSeatCapForOperatorBuilderResponse{
+		Before: usagePB(p.Before), After: usagePB(p.After), CapSeats: p.CapSeats,
+		DeltaMilliseats: p.Delta(), Allowed: p.Allowed(), Position: p.Position,
+	}, nil
+}
+
+// price waits until the projection is at least as fresh as the caller's position, then
+// counts twice in one snapshot.
+func (s *Server) price(ctx context.Context, change seats.Change, minPos int64) (seats.Price, error) {
+	if err := s.wait.WaitFor(ctx, minPos, s.bound); err != nil {
+		if errors.Is(err, projection.ErrBehind) {
+			return seats.Price{}, behind(minPos)
+		}
+		return seats.Price{}, errs.RewriteError(ctx, err)
+	}
+	p, err := s.store.Price(ctx, change, minPos)
+	switch {
+	case errors.Is(err, store.ErrBehind):
+		return seats.Price{}, behind(minPos)
+	case err != nil:
+		return seats.Price{}, errs.RewriteError(ctx, err)
+	}
+	return p, nil
+}
+
+func behind(pos int64) error {
+	return errs.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_PROJECTION_BEHIND,
+		"billing has not yet applied policy's stream up to the requested position; retry",
+		map[string]string{"min_position": strconv.FormatInt(pos, 10)})
+}
+
+// ReportUsage implements billingv1.BillingServiceServer.
+func (s *Server) ReportUsage(ctx context.Context, _ *billingv1.ReportUsageRequest) (*billingv1.ReportUsageResponse, error) {
+	if err := allow(ctx, readers...); err != nil {
+		return nil, err
+	}
+	r, err := s.store.WriteReport(ctx)
+	if err != nil {
+		return nil, errs.RewriteError(ctx, err)
+	}
+	return &billingv1.ReportUsageResponse{Report: reportPB(r)}, nil
+}
+
+// ListUsageReports implements billingv1.BillingServiceServer.
+func (s *Server) ListUsageReports(ctx context.Context, req *billingv1.ListUsageReportsRequest) (*billingv1.ListUsageReportsResponse, error) {
+	if err := allow(ctx, readers...); err != nil {
+		return nil, err
+	}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = defaultPageSize
+	}
+	before, _ := decodePageToken(req.GetPageToken()) // validated
+	rs, err := s.store.ListReports(ctx, before, size+1)
+	if err != nil {
+		return nil, errs.RewriteError(ctx, err)
+	}
+	resp := &billingv1.ListUsageReportsResponse{}
+	if len(rs) > size {
+		rs = rs[:size]
+		resp.NextPageToken = encodePageToken(rs[size-1].ID)
+	}
+	for _, r := range rs {
+		resp.Reports = append(resp.Reports, reportPB(r))
+	}
+	return resp, nil
+}
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 500
+	tokenPrefix     = "before:"
+)
+
+func encodePageToken(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(tokenPrefix + strconv.FormatInt(id, 10)))
+}
+
+func decodePageToken(t string) (int64, error) {
+	if t == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(t)
+	if err != nil {
+		return 0, err
+	}
+	rest, ok := strings.CutPrefix(string(b), tokenPrefix)
+	if !ok {
+		return 0, errors.New("bad page token")
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	// Only the exact bytes encodePageToken issues: base64 tolerates newlines and strconv
+	// leading zeros, and one token per page keeps tokens comparable.
+	if err != nil || id <= 0 || encodePageToken(id) != t {
+		return 0, errors.New("bad page token")
+	}
+	return id, nil
+}
+
+func usagePB(u seats.Usage) *billingv1.SeatUsage {
+	return &billingv1.SeatUsage{
+		Authors: u.Authors, Operators: u.Operators, Milliseats: u.MilliSeats, Seats: seats.FormatMilli(u.MilliSeats),
+	}
+}
+
+func weightsPB(w seats.Weights) *billingv1.SeatWeights {
+	return &billingv1.SeatWeights{AuthorMilliseats: w.AuthorMilli, OperatorMilliseats: w.OperatorMilli}
+}
+
+func reportPB(r store.Report) *billingv1.UsageReport {
+	return &billingv1.UsageReport{
+		Id: r.ID, ReportDate: r.ReportDate.Format(time.DateOnly), TakenAt: timestamppb.New(r.TakenAt),
+		Usage: usagePB(r.Usage), Weights: weightsPB(r.Weights), CapSeats: r.CapSeats, Position: r.Position,
+	}
+}
+
+// Validators registers the one validator of every billing request.
+func Validators(r *validate.Registry) {
+	validate.Add(r, func(*billingv1.GetSeatUsageRequest) error { return nil })
+	validate.Add(r, func(*billingv1.ReportUsageRequest) error { return nil })
+	validate.Add(r, func(m *billingv1.SetSeatCapRequest) error {
+		return validate.First(validate.Min("seats", m.GetSeats(), 0), validate.Max("seats", m.GetSeats(), maxCapSeats))
+	})
+	validate.Add(r, func(m *billingv1.CheckSeatCapRequest) error {
+		if err := validate.Min("min_position", m.GetMinPosition(), 0); err != nil {
+			return err
+		}
+		switch c := m.GetChange().(type) {
+		case *billingv1.CheckSeatCapRequest_Member:
+			mc := c.Member
+			if err := validate.First(
+				workspaceField("member.workspace", mc.GetWorkspace()),
+				validate.Required("member.username", mc.GetUsername()),
+				validate.MaxLen("member.username", mc.GetUsername(), 255),
+			); err != nil || mc.GetRemoved() {
+				return err
+			}
+			return validate.First(
+				validate.Required("member.email", mc.GetEmail()),
+				validate.MaxLen("member.email", mc.GetEmail(), 255),
+				validate.OneOf("member.role", strings.ToLower(mc.GetRole()), "admin", "developer", "operator"),
+			)
+		case *billingv1.CheckSeatCapRequest_Builder:
+			return workspaceField("builder.workspace", c.Builder.GetWorkspace())
+		}
+		return errs.InvalidField("change", validate.RuleRequired, "one of member or builder is required")
+	})
+	validate.Add(r, func(m *billingv1.CheckSeatCapForOperatorBuilderRequest) error {
+		return validate.First(workspaceField("workspace", m.GetWorkspace()), validate.Min("min_position", m.GetMinPosition(), 0))
+	})
+	validate.Add(r, func(m *billingv1.ListUsageReportsRequest) error {
+		if err := validate.First(validate.Min("page_size", m.GetPageSize(), 0), validate.Max("page_size", m.GetPageSize(), maxPageSize)); err != nil {
+			return err
+		}
+		if _, err := decodePageToken(m.GetPageToken()); err != nil {
+			return errs.InvalidField("page_token", "page_token", "page_token is not a token this service issued")
+		}
+		return nil
+	})
+}
+
+// maxCapSeats keeps cap x 1000 milli-seats far from int64 overflow.
+const maxCapSeats = 1_000_000_000
+
+func workspaceField(field, v string) error {
+	return validate.First(validate.Required(field, v), validate.MaxLen(field, v, 50))
+}

@@ -1,0 +1,160 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/cli"
+	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
+	"github.com/millwright/millwright/pkg/migrate"
+	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/stream"
+	"github.com/millwright/millwright/pkg/validate"
+	"github.com/millwright/millwright/services/billing/internal/api"
+	"github.com/millwright/millwright/services/billing/internal/projection"
+	"github.com/millwright/millwright/services/billing/internal/seats"
+	"github.com/millwright/millwright/services/billing/internal/store"
+	"github.com/millwright/millwright/services/billing/migrations"
+)
+
+// Config is billing's configuration: the common server flags plus its own.
+type Config struct {
+	server.Config
+	// PolicyAddr is policy's gRPC address (its stream and snapshot).
+	PolicyAddr string
+	// AuthorWeight and OperatorWeight are decimal seats per user of each class.
+	AuthorWeight, OperatorWeight string
+	// FreshnessBound is how long a seat check waits for the projection to reach the
+	// caller's stream position before answering Unavailable (PROJECTION_BEHIND).
+	FreshnessBound time.Duration
+}
+
+// RegisterFlags defines billing's flags on fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Config.RegisterFlags(fs, server.Config{Name: "billing", GRPCAddr: "127.0.0.1:50053"})
+	server.StringVar(fs, &c.PolicyAddr, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "127.0.0.1:50051", "policy's gRPC address (stream and snapshot)")
+	server.StringVar(fs, &c.AuthorWeight, "author-seat-weight", "MILLWRIGHT_AUTHOR_SEAT_WEIGHT", "1", "seats one author consumes (decimal, at most 3 places)")
+	server.StringVar(fs, &c.OperatorWeight, "operator-seat-weight", "MILLWRIGHT_OPERATOR_SEAT_WEIGHT", "0.5", "seats one operator-only user consumes (decimal, at most 3 places)")
+	server.DurationVar(fs, &c.FreshnessBound, "freshness-bound", "MILLWRIGHT_FRESHNESS_BOUND", 2*time.Second, "how long a seat check waits for the projection to reach the caller's stream position")
+}
+
+// Weights parses the configured weights.
+func (c *Config) Weights() (seats.Weights, error) {
+	a, err := seats.ParseSeats(c.AuthorWeight)
+	if err != nil {
+		return seats.Weights{}, fmt.Errorf("author-seat-weight: %w", err)
+	}
+	o, err := seats.ParseSeats(c.OperatorWeight)
+	if err != nil {
+		return seats.Weights{}, fmt.Errorf("operator-seat-weight: %w", err)
+	}
+	w := seats.Weights{AuthorMilli: a, OperatorMilli: o}
+	return w, w.Validate()
+}
+
+// Hooks let tests observe a running server.
+type Hooks struct {
+	OnListen func(grpcAddr, metricsAddr string)
+	// DialPolicy replaces server.Dial for policy (tests pointing at a stand-in).
+	DialPolicy func(ctx context.Context) (grpc.ClientConnInterface, error)
+}
+
+// Serve runs billing until ctx ends.
+func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
+	w, err := cfg.Weights()
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	if cfg.DatabaseURL == "" {
+		return cli.Usagef("--database-url is required")
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL.Reveal())
+	if err != nil {
+		return cli.Usagef("--database-url: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("billing: open database: %w", err)
+	}
+	defer pool.Close()
+
+	var policy grpc.ClientConnInterface
+	if hooks.DialPolicy != nil {
+		policy, err = hooks.DialPolicy(ctx)
+	} else {
+		var cc *grpc.ClientConn
+		cc, err = server.Dial(ctx, cfg.PolicyAddr, cfg.ServiceToken.Reveal())
+		if cc != nil {
+			defer cc.Close()
+		}
+		policy = cc
+	}
+	if err != nil {
+		return fmt.Errorf("billing: dial policy: %w", err)
+	}
+
+	logger, err := server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	logger = logger.With("service", "billing")
+	st := store.New(pool, w)
+	consumer := projection.New(projection.NewGRPCSource(policy), st, projection.Options{Logger: logger})
+	own := stream.New(pool, stream.Options{Logger: logger})
+	expected, err := migrate.Expected(migrations.FS)
+	if err != nil {
+		return err
+	}
+
+	return server.Run(ctx, cfg.Config, server.Options{
+		Pool: pool,
+		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
+			cur, err := migrate.Current(ctx, pool)
+			return cur, expected, err
+		},
+		Authenticator: auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+		Validator:     Validators(),
+		Register: func(s *grpc.Server) {
+			billingv1.RegisterBillingServiceServer(s, api.New(st, consumer, cfg.FreshnessBound))
+			billingv1.RegisterEventServiceServer(s, &events{stream: own})
+		},
+		Background: []func(context.Context) error{own.Run, consumer.Run},
+		OnListen:   hooks.OnListen,
+		Logger:     logger,
+	})
+}
+
+// Validators is the one validator of every request billing serves.
+func Validators() *validate.Registry {
+	reg := validate.NewRegistry()
+	api.Validators(reg)
+	validate.Add(reg, func(m *billingv1.WatchRequest) error {
+		return validate.First(validate.MaxItems("kinds", m.GetKinds(), 20),
+			validate.Each("kinds", m.GetKinds(), func(f, k string) error { return validate.MaxLen(f, k, 50) }))
+	})
+	return reg
+}
+
+// events serves billing's own stream (seat cap changes).
+type events struct {
+	billingv1.UnimplementedEventServiceServer
+	stream *stream.Stream
+}
+
+func (e *events) Watch(req *billingv1.WatchRequest, srv grpc.ServerStreamingServer[billingv1.WatchResponse]) error {
+	return e.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(ev *stream.Event, head int64) error {
+		return srv.Send(&billingv1.WatchResponse{Event: stream.ToProto(ev), HeadId: head})
+	})
+}
+
+// Migrate applies billing's migrations.
+func Migrate(ctx context.Context, dsn string) (int64, error) {
+	return migrate.Up(ctx, dsn, migrations.FS)
+}

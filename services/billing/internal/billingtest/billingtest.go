@@ -1,0 +1,37 @@
+package billingtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/pkg/migrate"
+	"github.com/millwright/millwright/pkg/pgtest"
+	"github.com/millwright/millwright/services/billing/migrations"
+)
+
+// Migrate brings a database to billing's schema.
+func Migrate(ctx context.Context, dsn string) error {
+	_, err := migrate.Up(ctx, dsn, migrations.FS)
+	return err
+}
+
+// NewDB returns the DSN of a fresh, migrated billing database.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	return pgtest.NewDatabase(t, "billing", Migrate)
+}
+
+// Pool opens a pool on dsn, closed at cleanup.
+func Pool(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
