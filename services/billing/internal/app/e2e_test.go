@@ -159,13 +159,8 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 	resp, err := set.UpdateOperatorSettings(ctx, builderOn)
 	require.NoError(t, err)
 	require.True(t, resp.GetSettings().GetBuilder())
-	// Billing sees the change through the stream: everyone is an author now. (Policy's
-	// response stream_position is not used: it is read inside policy's transaction, before
-	// pkg/stream assigns the event its id at commit, so it names the event before.)
-	require.Eventually(t, func() bool {
-		u, err := bill.GetSeatUsage(ctx, &billingv1.GetSeatUsageRequest{})
-		return err == nil && u.GetUsage().GetSeats() == "4"
-	}, 30*time.Second, 20*time.Millisecond, "billing did not apply builder on")
+	// The response's stream position names the settings event: billing, asked to be at least
+	// that fresh, already counts everyone in ops as an author.
 	p, err := bill.CheckSeatCapForOperatorBuilder(ctx, &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "ops", MinPosition: resp.GetStreamPosition()})
 	require.NoError(t, err)
 	require.Equal(t, "4", p.GetBefore().GetSeats())
@@ -176,4 +171,43 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 	require.NoError(t, err)
 	_, err = set.UpdateOperatorSettings(ctx, builderOn)
 	require.NoError(t, err)
+
+	// Two workspaces enabled at the same moment, each affordable alone, not both: policy
+	// serializes builder-on changes, so the second is priced after the first and refused.
+	for _, w := range []string{"w1", "w2"} {
+		_, err := ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: w, Name: w, AdminEmail: "boss@acme.test", AdminUsername: "boss"})
+		require.NoError(t, err)
+		for _, u := range []string{"a", "b"} {
+			_, err := ws.UpsertMember(ctx, &policyv1.UpsertMemberRequest{Workspace: w, Username: w + u,
+				Email: w + u + "@acme.test", Role: policyv1.Role_ROLE_OPERATOR})
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool { // 4 + two half seats in each of w1 and w2
+		u, err := bill.GetSeatUsage(ctx, &billingv1.GetSeatUsageRequest{})
+		return err == nil && u.GetUsage().GetSeats() == "6"
+	}, 30*time.Second, 20*time.Millisecond)
+	_, err = bill.SetSeatCap(ctx, &billingv1.SetSeatCapRequest{Seats: 7})
+	require.NoError(t, err)
+	results := make(chan error, 2)
+	for _, w := range []string{"w1", "w2"} {
+		go func() {
+			_, err := set.UpdateOperatorSettings(ctx, &policyv1.UpdateOperatorSettingsRequest{Workspace: w,
+				Patch: &policyv1.OperatorSettingsPatch{Builder: proto.Bool(true)}})
+			results <- err
+		}()
+	}
+	var allowed, refused int
+	for range 2 {
+		switch err := <-results; status.Code(err) {
+		case codes.OK:
+			allowed++
+		case codes.FailedPrecondition:
+			refused++
+		default:
+			t.Fatalf("unexpected answer: %v", err)
+		}
+	}
+	require.Equal(t, 1, allowed, "exactly one of two concurrent builder-on changes fits under the cap")
+	require.Equal(t, 1, refused)
 }

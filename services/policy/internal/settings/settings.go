@@ -24,8 +24,8 @@ type SeatChecker interface {
 // Store is what the service needs from the database.
 type Store interface {
 	OperatorSettings(ctx context.Context, ws string) (policy.OperatorSettings, error)
-	UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch) (store.OperatorSettingsChange, error)
-	Head(ctx context.Context) (int64, error)
+	UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch,
+		enable func(ctx context.Context, head int64) error) (store.OperatorSettingsChange, error)
 }
 
 // Service owns operator settings changes and the builder cache.
@@ -82,26 +82,15 @@ func (s *Service) CanBuild(ctx context.Context, ws string, role policy.Role) err
 
 // Update is the only way operator settings change: every RPC that sets them (today
 // UpdateOperatorSettings; any future import or git-sync path) must call it. Turning builder on
-// is priced by the SeatChecker first, at the current stream head; the store then merges the
-// patch under a row lock and its trigger emits the "settings" event. The local entry is
+// is priced by the SeatChecker inside the store's transaction, at the stream head, before the
+// store writes the merged patch; its trigger emits the "settings" event. The local entry is
 // dropped at once; other replicas drop theirs when the event arrives.
 func (s *Service) Update(ctx context.Context, ws string, patch policy.SettingsPatch) (store.OperatorSettingsChange, error) {
-	if on, set := patch["builder"]; set && on && s.seats != nil {
-		cur, err := s.store.OperatorSettings(ctx, ws)
-		if err != nil {
-			return store.OperatorSettingsChange{}, err
-		}
-		if !cur.Builder {
-			head, err := s.store.Head(ctx)
-			if err != nil {
-				return store.OperatorSettingsChange{}, err
-			}
-			if err := s.seats.CheckBuilderEnable(ctx, ws, head); err != nil {
-				return store.OperatorSettingsChange{}, err
-			}
-		}
+	var enable func(ctx context.Context, head int64) error
+	if s.seats != nil {
+		enable = func(ctx context.Context, head int64) error { return s.seats.CheckBuilderEnable(ctx, ws, head) }
 	}
-	ch, err := s.store.UpdateOperatorSettings(ctx, ws, patch)
+	ch, err := s.store.UpdateOperatorSettings(ctx, ws, patch, enable)
 	if err != nil {
 		return ch, err
 	}

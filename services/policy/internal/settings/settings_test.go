@@ -38,12 +38,16 @@ func (m *memStore) set(ws string, builder bool) {
 	m.s[ws] = v
 }
 
-func (m *memStore) UpdateOperatorSettings(_ context.Context, ws string, p policy.SettingsPatch) (store.OperatorSettingsChange, error) {
+func (m *memStore) UpdateOperatorSettings(ctx context.Context, ws string, p policy.SettingsPatch,
+	enable func(context.Context, int64) error) (store.OperatorSettingsChange, error) {
+	if cur, _ := m.OperatorSettings(ctx, ws); p["builder"] && !cur.Builder && enable != nil {
+		if err := enable(ctx, 7); err != nil {
+			return store.OperatorSettingsChange{}, err
+		}
+	}
 	m.set(ws, p["builder"])
 	return store.OperatorSettingsChange{}, nil
 }
-
-func (m *memStore) Head(context.Context) (int64, error) { return 7, nil }
 
 func TestBuilderCacheEnds(t *testing.T) {
 	ctx := context.Background()

@@ -35,10 +35,22 @@ type OperatorSettingsChange struct {
 //
 // Callers outside this package must go through settings.Service.Update, which runs the seat
 // check first: this is the only statement that writes operator_settings.
-func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch) (OperatorSettingsChange, error) {
+//
+// enable, when not nil, is called inside the transaction when the change turns builder on, with
+// the stream head: an error from it aborts the change. Builder-on changes are serialized by one
+// advisory lock taken before the head is read, so two workspaces enabled at the same moment are
+// priced one after the other, the second seeing the first (a check-then-commit race would let
+// both pass the seat cap together).
+func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch,
+	enable func(ctx context.Context, head int64) error) (OperatorSettingsChange, error) {
 	var ch OperatorSettingsChange
 	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
 		ch = OperatorSettingsChange{}
+		if on, set := patch["builder"]; set && on && enable != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, builderEnableLock); err != nil {
+				return err
+			}
+		}
 		var raw []byte
 		err := tx.QueryRow(ctx, `SELECT operator_settings FROM workspace_settings WHERE workspace_id = $1 FOR UPDATE`, ws).Scan(&raw)
 		if errNoRows(err) {
@@ -65,13 +77,28 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch pol
 		if !changed {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE workspace_settings SET operator_settings = $2::jsonb WHERE workspace_id = $1`, ws, merged); err != nil {
-			return err
+		if enable != nil && !ch.Before.Builder && ch.After.Builder {
+			// Read committed: this statement sees every builder change committed before the
+			// lock was granted, so billing is asked to be at least that fresh.
+			head, err := stream.Head(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if err := enable(ctx, head); err != nil {
+				return err
+			}
 		}
-		// The trigger appended under the stream's ordering lock, so our event is the newest
-		// id visible to this transaction.
-		ch.Position, err = stream.Head(ctx, tx)
+		_, err = tx.Exec(ctx, `UPDATE workspace_settings SET operator_settings = $2::jsonb WHERE workspace_id = $1`, ws, merged)
 		return err
 	})
+	if err != nil || ch.Before == ch.After {
+		return ch, err
+	}
+	// The event gets its id at commit, so it is read afterwards: the newest settings event of
+	// this workspace, ours or a later one, either way at least as fresh as this change.
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM stream_outbox WHERE kind = 'settings' AND workspace = $1`, ws).Scan(&ch.Position)
 	return ch, err
 }
+
+// builderEnableLock serializes builder-on changes across replicas (see UpdateOperatorSettings).
+const builderEnableLock int64 = 0x6d77_6275_696c_6472 // "mwbuildr"
