@@ -77,14 +77,21 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch pol
 		if !changed {
 			return nil
 		}
-		if enable != nil && !ch.Before.Builder && ch.After.Builder {
-			// Read committed: this statement sees every builder change committed before the
-			// lock was granted, so billing is asked to be at least that fresh.
-			head, err := stream.Head(ctx, tx)
-			if err != nil {
-				return err
+		if !ch.Before.Builder && ch.After.Builder {
+			if enable != nil {
+				// Read committed: this statement sees every builder change committed before
+				// the lock was granted, so billing is asked to be at least that fresh.
+				head, err := stream.Head(ctx, tx)
+				if err != nil {
+					return err
+				}
+				if err := enable(ctx, head); err != nil {
+					return err
+				}
 			}
-			if err := enable(ctx, head); err != nil {
+			// The builder guard trigger (migration 00003) refuses builder-on writes that did
+			// not come through here. With no seat checker configured there is no cap to price.
+			if _, err := tx.Exec(ctx, `SELECT set_config('millwright.builder_enable_checked', $1, true)`, ws); err != nil {
 				return err
 			}
 		}

@@ -181,3 +181,43 @@ func TestRLSFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// Builder rights can be turned on only through UpdateOperatorSettings, which prices the change:
+// any other write (an import, a hand-written UPDATE, an INSERT with builder on) is refused by
+// the database itself.
+func TestBuilderOnOnlyThroughTheCheckedPath(t *testing.T) {
+	pool := testdb.Pool(t)
+	s := store.New(pool)
+	ctx := context.Background()
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}))
+	require.NoError(t, s.CreateWorkspace(ctx, "v", "V", store.Member{Username: "admin", Email: "admin@x"}))
+
+	for name, sql := range map[string]string{
+		"raw update":              `UPDATE workspace_settings SET operator_settings = '{"builder": true}' WHERE workspace_id = 'w'`,
+		"merge in sql":            `UPDATE workspace_settings SET operator_settings = operator_settings || '{"builder": true}' WHERE workspace_id = 'w'`,
+		"flag set for another ws": `SELECT set_config('millwright.builder_enable_checked', 'v', true); UPDATE workspace_settings SET operator_settings = '{"builder": true}' WHERE workspace_id = 'w'`,
+		"insert with builder on":  `DELETE FROM workspace_settings WHERE workspace_id = 'v'; INSERT INTO workspace_settings VALUES ('v', '{"builder": true}')`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(ctx)
+			_, err = tx.Exec(ctx, sql)
+			require.ErrorContains(t, err, "without the seat check")
+		})
+	}
+
+	var priced []int64
+	ch, err := s.UpdateOperatorSettings(ctx, "w", policy.SettingsPatch{"builder": true},
+		func(_ context.Context, head int64) error { priced = append(priced, head); return nil })
+	require.NoError(t, err)
+	require.True(t, ch.After.Builder)
+	require.Len(t, priced, 1, "turning builder on is priced exactly once")
+	require.Positive(t, ch.Position)
+
+	// Turning it off, or re-saving it on, needs no check and is not refused.
+	_, err = pool.Exec(ctx, `UPDATE workspace_settings SET operator_settings = '{"builder": true, "manage_schedules": false}' WHERE workspace_id = 'w'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE workspace_settings SET operator_settings = '{}' WHERE workspace_id = 'w'`)
+	require.NoError(t, err)
+}
