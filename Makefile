@@ -2,8 +2,8 @@
 SHELL   := /usr/bin/env bash
 BIN     := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
-PKGS    := ./pkg/... ./services/... ./gateway/...
-CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./services/billing/cmd/billing ./gateway/cmd/gateway
+PKGS    := ./pkg/... ./services/policy/... ./services/roleset/... ./services/billing/... ./gateway/...
+CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./services/billing/cmd/billing ./gateway/cmd/gateway ./gateway/cmd/demo
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
@@ -15,6 +15,9 @@ run: build ## start Postgres (unless DATABASE_URL is set), the three services an
 test: ## every test: unit, real-Postgres integration, gateway, README
 	go vet $(PKGS)
 	go test $(TESTFLAGS) $(PKGS)
+
+e2e: ## the end-to-end tests alone: the local stack, the demo loaded twice, the README walkthrough
+	go test -count=1 -timeout=10m ./gateway/e2e/...
 
 build: ## static binaries into ./bin
 	CGO_ENABLED=0 go build -o $(BIN)/ $(CMDS)
