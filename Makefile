@@ -2,7 +2,7 @@
 SHELL   := /usr/bin/env bash
 BIN     := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
-PKGS    := ./pkg/... ./services/policy/... ./services/roleset/... ./services/billing/... ./gateway/...
+PKGS    := ./pkg/... ./services/policy/... ./services/roleset/... ./services/billing/... ./gateway/... ./deploy/...
 CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./services/billing/cmd/billing ./gateway/cmd/gateway ./gateway/cmd/demo
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
@@ -41,7 +41,7 @@ check-generated: generate ## fail when the committed generated code is stale
 lint: tools ## buf lint + format, gofmt, go vet
 	buf lint
 	buf format -d --exit-code --path proto/millwright
-	@out=$$(gofmt -l pkg services gateway | grep -v '^pkg/gen/' || true); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@out=$$(gofmt -l pkg services gateway deploy | grep -v '^pkg/gen/' || true); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	go vet $(PKGS)
 
 bench: ## benchmarks behind docs/benchmarks.md

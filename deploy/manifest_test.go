@@ -1,0 +1,671 @@
+package deploy_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// ---- the few Kubernetes fields the rules look at ----
+
+type meta struct {
+	Name        string            `yaml:"name"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+type keyRef struct {
+	Name string `yaml:"name"`
+	Key  string `yaml:"key"`
+}
+
+type envVar struct {
+	Name      string  `yaml:"name"`
+	Value     *string `yaml:"value"`
+	ValueFrom *struct {
+		SecretKeyRef     *keyRef `yaml:"secretKeyRef"`
+		ConfigMapKeyRef  *keyRef `yaml:"configMapKeyRef"`
+		FieldRef         any     `yaml:"fieldRef"`
+		ResourceFieldRef any     `yaml:"resourceFieldRef"`
+	} `yaml:"valueFrom"`
+}
+
+type envFrom struct {
+	ConfigMapRef *struct {
+		Name string `yaml:"name"`
+	} `yaml:"configMapRef"`
+	SecretRef any `yaml:"secretRef"`
+}
+
+type probe struct {
+	GRPC *struct {
+		Port    int     `yaml:"port"`
+		Service *string `yaml:"service"`
+	} `yaml:"grpc"`
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port any    `yaml:"port"`
+	} `yaml:"httpGet"`
+	TCPSocket any `yaml:"tcpSocket"`
+	Exec      any `yaml:"exec"`
+}
+
+type container struct {
+	Name    string    `yaml:"name"`
+	Image   string    `yaml:"image"`
+	Command []string  `yaml:"command"`
+	Args    []string  `yaml:"args"`
+	Env     []envVar  `yaml:"env"`
+	EnvFrom []envFrom `yaml:"envFrom"`
+	Ports   []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	Resources      struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+}
+
+type podTemplate struct {
+	Metadata meta `yaml:"metadata"`
+	Spec     struct {
+		InitContainers []container `yaml:"initContainers"`
+		Containers     []container `yaml:"containers"`
+	} `yaml:"spec"`
+}
+
+type selector struct {
+	MatchLabels map[string]string `yaml:"matchLabels"`
+}
+
+type object struct {
+	APIVersion string            `yaml:"apiVersion"`
+	Kind       string            `yaml:"kind"`
+	Metadata   meta              `yaml:"metadata"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+	Spec       struct {
+		// Deployment, Job, StatefulSet, DaemonSet
+		Replicas *int        `yaml:"replicas"`
+		Selector yaml.Node   `yaml:"selector"` // a label selector, or a Service's plain map
+		Template podTemplate `yaml:"template"`
+		// PodDisruptionBudget
+		MinAvailable   any `yaml:"minAvailable"`
+		MaxUnavailable any `yaml:"maxUnavailable"`
+		// HorizontalPodAutoscaler
+		ScaleTargetRef struct {
+			Kind string `yaml:"kind"`
+			Name string `yaml:"name"`
+		} `yaml:"scaleTargetRef"`
+		MinReplicas *int `yaml:"minReplicas"`
+		MaxReplicas int  `yaml:"maxReplicas"`
+		// Service
+		Ports []struct {
+			Name       string `yaml:"name"`
+			Port       int    `yaml:"port"`
+			TargetPort any    `yaml:"targetPort"`
+		} `yaml:"ports"`
+		// Ingress
+		TLS []struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"tls"`
+		Rules []struct {
+			HTTP struct {
+				Paths []struct {
+					Backend struct {
+						Service struct {
+							Name string `yaml:"name"`
+							Port struct {
+								Name   string `yaml:"name"`
+								Number int    `yaml:"number"`
+							} `yaml:"port"`
+						} `yaml:"service"`
+					} `yaml:"backend"`
+				} `yaml:"paths"`
+			} `yaml:"http"`
+		} `yaml:"rules"`
+	} `yaml:"spec"`
+}
+
+func (o object) id() string { return o.Kind + "/" + o.Metadata.Name }
+
+// matchLabels reads spec.selector as a label selector ({matchLabels: ...}) or, for a Service,
+// a plain map.
+func (o object) matchLabels(t *testing.T) map[string]string {
+	t.Helper()
+	if o.Spec.Selector.Kind == 0 {
+		return nil
+	}
+	if o.Kind == "Service" {
+		var m map[string]string
+		require.NoError(t, o.Spec.Selector.Decode(&m))
+		return m
+	}
+	var s selector
+	require.NoError(t, o.Spec.Selector.Decode(&s))
+	return s.MatchLabels
+}
+
+func selects(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// render runs `kubectl kustomize dir` and decodes every object.
+func render(t *testing.T, dir string) []object {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	require.NoError(t, err, "kubectl is needed to render the kustomizations")
+	var stderr bytes.Buffer
+	cmd := exec.Command(kubectl, "kustomize", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubectl kustomize %s: %s", dir, stderr.String())
+	var objs []object
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var o object
+		err := dec.Decode(&o)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "decoding the output of kubectl kustomize %s", dir)
+		if o.Kind != "" {
+			objs = append(objs, o)
+		}
+	}
+	require.NotEmpty(t, objs, "%s rendered nothing", dir)
+	return objs
+}
+
+// kustomizations are the base and every overlay: all must render and obey the rules.
+func kustomizations(t *testing.T) []string {
+	t.Helper()
+	overlays, err := filepath.Glob(filepath.Join(deployRoot, "k8s", "overlays", "*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, overlays, "no overlays under deploy/k8s/overlays")
+	return append([]string{filepath.Join(deployRoot, "k8s", "base")}, overlays...)
+}
+
+// workloads are the objects with a pod template.
+var workloadKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true, "Job": true, "CronJob": true}
+
+// ourImage returns the image's millwright target ("policy" for millwright/policy:dev), or "".
+func ourImage(image string) string {
+	name := image
+	if i := strings.LastIndex(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	if !strings.HasPrefix(name, "millwright/") && !strings.Contains(name, "/millwright/") {
+		return ""
+	}
+	return name[strings.LastIndex(name, "/")+1:]
+}
+
+// TestKustomizations renders the base and every overlay and checks, for each:
+// replicas, probes, resources, secrets only by reference, one PDB, HPA and Service per
+// Deployment, a migration Job per service on the same database, the Ingress backend, the
+// upstream addresses, and every flag and environment variable against the binaries' -h.
+func TestKustomizations(t *testing.T) {
+	targets := dockerfileTargets(t)
+	runbook, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	require.NoError(t, err, "docs/operations.md documents the Secrets the manifests reference")
+	for _, dir := range kustomizations(t) {
+		name, _ := filepath.Rel(deployRoot, dir)
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, dir)
+			checkObjects(t, objs, targets, string(runbook))
+		})
+	}
+}
+
+func checkObjects(t *testing.T, objs []object, targets map[string]dockerTarget, runbook string) {
+	configMaps := map[string]map[string]string{}
+	services := map[string]object{}
+	var deployments, jobs []object
+	for _, o := range objs {
+		switch o.Kind {
+		case "Secret":
+			t.Errorf("%s: Secrets are never rendered from git; reference one created out of band", o.id())
+		case "ConfigMap":
+			configMaps[o.Metadata.Name] = o.Data
+			for k, v := range o.Data {
+				if secretName.MatchString(k) && !strings.HasPrefix(k, "OTEL_") && !strings.HasSuffix(k, ".yaml") {
+					t.Errorf("%s: key %s looks like a secret; put it in a Secret", o.id(), k)
+				}
+				if credentialInURL.MatchString(v) {
+					t.Errorf("%s: key %s holds a URL with a password", o.id(), k)
+				}
+			}
+		case "Service":
+			services[o.Metadata.Name] = o
+		case "Deployment":
+			deployments = append(deployments, o)
+		case "Job":
+			jobs = append(jobs, o)
+		}
+	}
+	require.NotEmpty(t, deployments)
+
+	secretRefs := map[string]bool{}
+	type dbUse struct{ image, secret string }
+	served := map[string]dbUse{}   // service binary -> what its Deployment uses
+	migrated := map[string]dbUse{} // service binary -> what its migrate Job uses
+
+	for _, o := range objs {
+		if !workloadKinds[o.Kind] {
+			continue
+		}
+		for _, c := range append(append([]container{}, o.Spec.Template.Spec.InitContainers...), o.Spec.Template.Spec.Containers...) {
+			where := o.id() + " container " + c.Name
+			for _, r := range []string{"cpu", "memory"} {
+				if c.Resources.Requests[r] == "" {
+					t.Errorf("%s: no %s request", where, r)
+				}
+				if c.Resources.Limits[r] == "" {
+					t.Errorf("%s: no %s limit", where, r)
+				}
+			}
+			names, values := containerEnv(t, where, c, configMaps, secretRefs)
+			target := ourImage(c.Image)
+			if target == "" {
+				continue // a third-party image (the collector): generic rules only
+			}
+			dt, ok := targets[target]
+			require.True(t, ok, "%s: image %s has no Dockerfile target %q", where, c.Image, target)
+			argv := append(append([]string{}, c.Command...), c.Args...)
+			if len(c.Command) == 0 {
+				argv = append(append([]string{}, dt.entrypoint...), c.Args...)
+			}
+			require.NotEmpty(t, argv, "%s: no command", where)
+			require.Contains(t, dt.files, argv[0], "%s: %s is not in image target %s", where, argv[0], target)
+			inv, h := parseInvocation(t, where, argv)
+			checkConfig(t, where, inv, h, names, values)
+
+			sub := strings.Join(inv.sub, " ")
+			db := ""
+			for _, e := range c.Env {
+				if e.Name == "DATABASE_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					db = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				}
+			}
+			switch {
+			case o.Kind == "Deployment" && sub == "serve":
+				checkPorts(t, where, c, inv, h, values)
+				if _, ok := h.flags["database-url"]; ok {
+					require.NotEmpty(t, db, "%s: DATABASE_URL must come from a Secret", where)
+					served[inv.bin] = dbUse{c.Image, db}
+				}
+			case o.Kind == "Job" && sub == "migrate":
+				require.NotEmpty(t, db, "%s: DATABASE_URL must come from a Secret", where)
+				migrated[inv.bin] = dbUse{c.Image, db}
+			}
+		}
+	}
+
+	for _, d := range deployments {
+		labels := d.Spec.Template.Metadata.Labels
+		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+			t.Errorf("%s: replicas must be at least 2", d.id())
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+				t.Errorf("%s container %s: needs both a readiness and a liveness probe", d.id(), c.Name)
+			}
+		}
+		var pdb, hpa, svc bool
+		for _, o := range objs {
+			switch o.Kind {
+			case "PodDisruptionBudget":
+				if selects(o.matchLabels(t), labels) {
+					pdb = true
+					if o.Spec.MinAvailable == nil && o.Spec.MaxUnavailable == nil {
+						t.Errorf("%s: neither minAvailable nor maxUnavailable", o.id())
+					}
+				}
+			case "HorizontalPodAutoscaler":
+				if o.Spec.ScaleTargetRef.Kind == "Deployment" && o.Spec.ScaleTargetRef.Name == d.Metadata.Name {
+					hpa = true
+					if o.Spec.MinReplicas == nil || *o.Spec.MinReplicas < 2 || o.Spec.MaxReplicas < *o.Spec.MinReplicas {
+						t.Errorf("%s: minReplicas must be at least 2 and maxReplicas at least that", o.id())
+					}
+				}
+			case "Service":
+				if selects(o.matchLabels(t), labels) {
+					svc = true
+					checkServicePorts(t, o, d)
+				}
+			}
+		}
+		if !pdb {
+			t.Errorf("%s: no PodDisruptionBudget selects its pods", d.id())
+		}
+		if !hpa {
+			t.Errorf("%s: no HorizontalPodAutoscaler targets it", d.id())
+		}
+		if !svc {
+			t.Errorf("%s: no Service selects its pods", d.id())
+		}
+	}
+
+	for bin, s := range served {
+		m, ok := migrated[bin]
+		if !ok {
+			t.Errorf("%s serves from a database but no Job runs `%s migrate`", bin, bin)
+			continue
+		}
+		if m != s {
+			t.Errorf("%s: the migrate Job uses %+v, the Deployment %+v: they must be the same image and database", bin, m, s)
+		}
+	}
+
+	// Upstream addresses name a Service and one of its ports.
+	for _, d := range deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			_, values := containerEnv(t, d.id(), c, configMaps, map[string]bool{})
+			for k, v := range values {
+				if !strings.HasSuffix(k, "_ADDR") || strings.HasPrefix(v, ":") || v == "" {
+					continue
+				}
+				host := strings.SplitN(strings.TrimPrefix(v, "dns:///"), ":", 2)[0]
+				host = strings.SplitN(host, ".", 2)[0]
+				port, _ := strconv.Atoi(addrPort(v))
+				s, ok := services[host]
+				if !ok {
+					t.Errorf("%s: %s=%s names no Service", d.id(), k, v)
+					continue
+				}
+				found := false
+				for _, p := range s.Spec.Ports {
+					found = found || p.Port == port
+				}
+				if !found {
+					t.Errorf("%s: %s=%s: Service %s has no port %d", d.id(), k, v, host, port)
+				}
+			}
+		}
+	}
+
+	for _, o := range objs {
+		if o.Kind != "Ingress" {
+			continue
+		}
+		for _, tls := range o.Spec.TLS {
+			secretRefs[tls.SecretName] = true
+		}
+		for _, r := range o.Spec.Rules {
+			for _, p := range r.HTTP.Paths {
+				b := p.Backend.Service
+				s, ok := services[b.Name]
+				if !ok {
+					t.Errorf("%s: backend Service %s does not exist", o.id(), b.Name)
+					continue
+				}
+				found := false
+				for _, sp := range s.Spec.Ports {
+					found = found || (b.Port.Name != "" && sp.Name == b.Port.Name) || (b.Port.Number != 0 && sp.Port == b.Port.Number)
+				}
+				if !found {
+					t.Errorf("%s: Service %s has no port %+v", o.id(), b.Name, b.Port)
+				}
+			}
+		}
+	}
+	if !hasKind(objs, "Ingress") {
+		t.Error("no Ingress for the gateway")
+	}
+
+	// Every Secret the manifests need is one the runbook tells the operator about (or one
+	// CloudNativePG writes, which the runbook names by its pattern).
+	for name := range secretRefs {
+		if strings.HasSuffix(name, "-db-app") && strings.Contains(runbook, "<cluster>-app") {
+			continue
+		}
+		if !strings.Contains(runbook, "`"+name+"`") {
+			t.Errorf("Secret %s is referenced but docs/operations.md does not document it", name)
+		}
+	}
+}
+
+func hasKind(objs []object, kind string) bool {
+	for _, o := range objs {
+		if o.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// containerEnv returns the names of every environment variable a container gets and the
+// literal values among them (env values and ConfigMap entries). A name that looks like a
+// secret must come from a secretKeyRef; envFrom a Secret is refused because its keys are
+// invisible to review and to this test.
+func containerEnv(t *testing.T, where string, c container, configMaps map[string]map[string]string, secretRefs map[string]bool) ([]string, map[string]string) {
+	t.Helper()
+	var names []string
+	values := map[string]string{}
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef != nil {
+			t.Errorf("%s: envFrom a Secret; reference each key with secretKeyRef instead", where)
+		}
+		if ef.ConfigMapRef != nil {
+			data, ok := configMaps[ef.ConfigMapRef.Name]
+			if !ok {
+				t.Errorf("%s: envFrom ConfigMap %s is not rendered", where, ef.ConfigMapRef.Name)
+			}
+			for k, v := range data {
+				names = append(names, k)
+				values[k] = v
+			}
+		}
+	}
+	for _, e := range c.Env {
+		names = append(names, e.Name)
+		fromSecret := e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		if fromSecret {
+			secretRefs[e.ValueFrom.SecretKeyRef.Name] = true
+			delete(values, e.Name)
+		}
+		if secretName.MatchString(e.Name) && !allowedForeignEnv(e.Name) && !fromSecret {
+			t.Errorf("%s: %s must come from a secretKeyRef, never a value or a ConfigMap", where, e.Name)
+		}
+		if e.Value != nil {
+			values[e.Name] = *e.Value
+			if credentialInURL.MatchString(*e.Value) {
+				t.Errorf("%s: %s holds a URL with a password", where, e.Name)
+			}
+		}
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			ref := e.ValueFrom.ConfigMapKeyRef
+			v, ok := configMaps[ref.Name][ref.Key]
+			if !ok {
+				t.Errorf("%s: %s: ConfigMap %s has no key %s", where, e.Name, ref.Name, ref.Key)
+			}
+			values[e.Name] = v
+		}
+	}
+	return names, values
+}
+
+func containerPort(c container, name string) int {
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	return 0
+}
+
+// probePort resolves a probe's port (a number or a container port name).
+func probePort(c container, p any) int {
+	switch v := p.(type) {
+	case int:
+		return v
+	case string:
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		return containerPort(c, v)
+	}
+	return 0
+}
+
+// checkPorts ties the addresses the binary will listen on to the container's ports and
+// probes: gRPC services get a native grpc readiness probe on their gRPC port and /livez on
+// the metrics port; the gateway gets /healthz for readiness and an HTTP liveness probe.
+func checkPorts(t *testing.T, where string, c container, inv invocation, h *help, values map[string]string) {
+	t.Helper()
+	port := func(flag string) int {
+		v, _ := effective(h.flags[flag], inv, values)
+		n, _ := strconv.Atoi(addrPort(v))
+		return n
+	}
+	if _, ok := h.flags["grpc-addr"]; ok {
+		g := port("grpc-addr")
+		if g == 0 || containerPort(c, "grpc") != g {
+			t.Errorf("%s: listens for gRPC on port %d but its container port \"grpc\" is %d", where, g, containerPort(c, "grpc"))
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.GRPC == nil || c.ReadinessProbe.GRPC.Port != g {
+			t.Errorf("%s: readiness must be the native grpc probe on port %d", where, g)
+		}
+		m := port("metrics-addr")
+		if m == 0 || containerPort(c, "metrics") != m {
+			t.Errorf("%s: metrics on port %d but its container port \"metrics\" is %d", where, m, containerPort(c, "metrics"))
+		}
+		lp := c.LivenessProbe
+		if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/livez" || probePort(c, lp.HTTPGet.Port) != m {
+			t.Errorf("%s: liveness must be GET /livez on the metrics port %d (up while the process runs, whatever the database)", where, m)
+		}
+		return
+	}
+	if _, ok := h.flags["http-addr"]; ok {
+		p := port("http-addr")
+		if p == 0 || containerPort(c, "http") != p {
+			t.Errorf("%s: listens for HTTP on port %d but its container port \"http\" is %d", where, p, containerPort(c, "http"))
+		}
+		rp := c.ReadinessProbe
+		if rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/healthz" || probePort(c, rp.HTTPGet.Port) != p {
+			t.Errorf("%s: readiness must be GET /healthz on port %d", where, p)
+		}
+		lp := c.LivenessProbe
+		if lp == nil || lp.HTTPGet == nil || probePort(c, lp.HTTPGet.Port) != p {
+			t.Errorf("%s: liveness must be an HTTP GET on port %d", where, p)
+		}
+		return
+	}
+	t.Errorf("%s: `%s serve` has neither -grpc-addr nor -http-addr: update this test", where, inv.bin)
+}
+
+func checkServicePorts(t *testing.T, s, d object) {
+	t.Helper()
+	for _, p := range s.Spec.Ports {
+		ok := false
+		for _, c := range d.Spec.Template.Spec.Containers {
+			ok = ok || probePort(c, p.TargetPort) != 0 || (p.TargetPort == nil && probePort(c, p.Port) != 0)
+			if n, isInt := p.TargetPort.(int); isInt {
+				for _, cp := range c.Ports {
+					ok = ok || cp.ContainerPort == n
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("%s port %s: targetPort %v is no container port of %s", s.id(), p.Name, p.TargetPort, d.id())
+		}
+	}
+}
+
+// ---- the Dockerfile ----
+
+// dockerTarget is one final stage of deploy/Dockerfile: the files it copies in and its
+// ENTRYPOINT.
+type dockerTarget struct {
+	files      []string
+	entrypoint []string
+}
+
+var (
+	fromRe  = regexp.MustCompile(`(?i)^FROM\s+\S+\s+AS\s+(\S+)`)
+	copyRe  = regexp.MustCompile(`(?i)^COPY\s+--from=\S+\s+\S+\s+(\S+)`)
+	entryRe = regexp.MustCompile(`(?i)^ENTRYPOINT\s+\[(.*)\]`)
+	userRe  = regexp.MustCompile(`(?i)^USER\s+(\S+)`)
+)
+
+// dockerfileTargets parses deploy/Dockerfile's stages, and checks the image rules: distroless
+// static runtime, a non-root numeric USER, the probe in every final image.
+func dockerfileTargets(t *testing.T) map[string]dockerTarget {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(deployRoot, "Dockerfile"))
+	require.NoError(t, err)
+	require.Contains(t, string(src), "CGO_ENABLED=0", "static binaries")
+	require.Contains(t, string(src), "gcr.io/distroless/static", "distroless static runtime")
+	targets := map[string]dockerTarget{}
+	users := map[string]string{}
+	stage := ""
+	for _, line := range strings.Split(string(src), "\n") {
+		line = strings.TrimSpace(line)
+		if m := fromRe.FindStringSubmatch(line); m != nil {
+			stage = m[1]
+			continue
+		}
+		if stage == "" || stage == "build" {
+			continue
+		}
+		tg := targets[stage]
+		if m := copyRe.FindStringSubmatch(line); m != nil {
+			tg.files = append(tg.files, m[1])
+		}
+		if m := entryRe.FindStringSubmatch(line); m != nil {
+			for _, p := range strings.Split(m[1], ",") {
+				tg.entrypoint = append(tg.entrypoint, strings.Trim(strings.TrimSpace(p), `"`))
+			}
+		}
+		if m := userRe.FindStringSubmatch(line); m != nil {
+			users[stage] = m[1]
+		}
+		targets[stage] = tg
+	}
+	for _, name := range []string{"policy", "roleset", "billing", "gateway"} {
+		tg, ok := targets[name]
+		require.True(t, ok, "Dockerfile has no target %q", name)
+		require.Contains(t, tg.files, "/usr/local/bin/"+name, "target %s", name)
+		require.Contains(t, tg.files, "/grpcprobe", "target %s", name)
+		require.Equal(t, []string{"/usr/local/bin/" + name}, tg.entrypoint, "target %s", name)
+		u, ok := users[name]
+		require.True(t, ok, "target %s sets no USER", name)
+		uid := strings.SplitN(u, ":", 2)[0]
+		n, err := strconv.Atoi(uid)
+		require.True(t, err == nil && n != 0, "target %s: USER %s must be a numeric non-root uid (runAsNonRoot checks it)", name, u)
+	}
+	return targets
+}
+
+func TestDockerfileBuildsEveryBinaryTheImagesCopy(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(deployRoot, "Dockerfile"))
+	require.NoError(t, err)
+	for name, pkg := range serviceCmds {
+		require.Contains(t, string(src), pkg, "the build stage must build %s", name)
+	}
+	require.Contains(t, string(src), "./grpcprobe")
+}
