@@ -26,6 +26,7 @@ var registrations = []registration{
 	{"millwright.policy.v1.TokenService", "policy", policyv1.RegisterTokenServiceHandler},
 	{"millwright.policy.v1.RunService", "policy", policyv1.RegisterRunServiceHandler},
 	{"millwright.policy.v1.SettingsService", "policy", policyv1.RegisterSettingsServiceHandler},
+	{"millwright.policy.v1.BuilderService", "policy", policyv1.RegisterBuilderServiceHandler},
 	{"millwright.roleset.v1.EventService", "roleset", rolesetv1.RegisterEventServiceHandler},
 	{"millwright.roleset.v1.ClusterService", "roleset", rolesetv1.RegisterClusterServiceHandler},
 	{"millwright.roleset.v1.RoleService", "roleset", rolesetv1.RegisterRoleServiceHandler},

@@ -41,6 +41,7 @@ func Register(gs grpc.ServiceRegistrar, d Deps) {
 	policyv1.RegisterRunServiceServer(gs, &runServer{h: h})
 	policyv1.RegisterSettingsServiceServer(gs, &settingsServer{h: h})
 	policyv1.RegisterEventServiceServer(gs, &eventServer{h: h})
+	policyv1.RegisterBuilderServiceServer(gs, &builderServer{h: h})
 }
 
 // Validators returns the request validators of every policy service.
@@ -50,7 +51,7 @@ func Validators() *validate.Registry { return validators() }
 var ServiceDescs = []grpc.ServiceDesc{
 	policyv1.WorkspaceService_ServiceDesc, policyv1.CatalogService_ServiceDesc, policyv1.TagService_ServiceDesc,
 	policyv1.TokenService_ServiceDesc, policyv1.RunService_ServiceDesc, policyv1.SettingsService_ServiceDesc,
-	policyv1.EventService_ServiceDesc,
+	policyv1.EventService_ServiceDesc, policyv1.BuilderService_ServiceDesc,
 }
 
 func (h *handlers) authorize(ctx context.Context, workspace string) (Caller, error) {

@@ -76,6 +76,12 @@ var Rules = map[string]Rule{
 	policyv1.SettingsService_CheckOperatorCanBuild_FullMethodName:  {Service: true, User: UserMember, Scope: "workspace:read"},
 
 	policyv1.EventService_Watch_FullMethodName: {Service: true},
+
+	// Builder checks: the platform (service token, naming the user in on_behalf_of) or a member
+	// asking for itself. They re-read the catalog under the caller's RLS, hence catalog:read.
+	policyv1.BuilderService_CheckFlow_FullMethodName:    {Service: true, User: UserMember, Scope: "catalog:read"},
+	policyv1.BuilderService_CheckApp_FullMethodName:     {Service: true, User: UserMember, Scope: "catalog:read"},
+	policyv1.BuilderService_CheckPreview_FullMethodName: {Service: true, User: UserMember, Scope: "catalog:read"},
 }
 
 // Caller is an authorized caller.

@@ -84,6 +84,7 @@ func settingsToProto(s policy.OperatorSettings) *policyv1.OperatorSettings {
 		Runs: s.Runs, Schedules: s.Schedules, Resources: s.Resources, Variables: s.Variables, Assets: s.Assets,
 		AuditLogs: s.AuditLogs, Triggers: s.Triggers, Groups: s.Groups, Folders: s.Folders, Workers: s.Workers,
 		Builder: s.Builder, ManageSchedules: s.ManageSchedules, ManageTriggers: s.ManageTriggers,
+		StripBuilderSdkReadScopes: s.StripBuilderSDKReadScopes,
 	}
 }
 
@@ -107,6 +108,7 @@ func patchFromProto(p *policyv1.OperatorSettingsPatch) policy.SettingsPatch {
 	set("builder", p.Builder)
 	set("manage_schedules", p.ManageSchedules)
 	set("manage_triggers", p.ManageTriggers)
+	set("strip_builder_sdk_read_scopes", p.StripBuilderSdkReadScopes)
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -46,7 +47,8 @@ type replica struct {
 }
 
 type replicaOpts struct {
-	seats settings.SeatChecker
+	seats  settings.SeatChecker
+	tracer pgx.QueryTracer
 }
 
 func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
@@ -64,6 +66,7 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 	go func() {
 		done <- app.Run(ctx, cfg, app.Options{
 			SeatChecker: o.seats,
+			Tracer:      o.tracer,
 			Stream:      stream.Options{PollInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 			OnListen:    func(g, _ string) { addr <- g },

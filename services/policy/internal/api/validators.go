@@ -302,6 +302,35 @@ func validators() *validate.Registry {
 		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()))
 	})
 
+	// BuilderService. The documents themselves are judged by the walk (size, depth, shape), so
+	// their errors carry a JSON pointer; only the envelope is validated here.
+	validate.Add(r, func(m *policyv1.CheckFlowRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), optUsername("on_behalf_of", m.GetOnBehalfOf()),
+			rule("action", validate.RuleOneOf, m.GetAction() != policyv1.FlowAction_FLOW_ACTION_UNSPECIFIED &&
+				policyv1.FlowAction_name[int32(m.GetAction())] != "", "must be SAVE, DRAFT, PREVIEW or DEPENDENCIES"))
+	})
+	validate.Add(r, func(m *policyv1.CheckAppRequest) error {
+		_, ok := deployPaths[m.GetDeployPath()]
+		return validate.First(workspace(m.GetWorkspace()), optUsername("on_behalf_of", m.GetOnBehalfOf()),
+			rule("deploy_path", validate.RuleOneOf, ok, "must be VALUE, MULTIPART or SOURCE"),
+			validate.MaxItems("caller_scopes", m.GetCallerScopes(), policy.MaxScopes),
+			validate.Each("caller_scopes", m.GetCallerScopes(), func(f, s string) error {
+				return rule(f, "scope", s == "*" || policy.ValidScope(s), "must look like area:action, or *")
+			}))
+	})
+	validate.Add(r, func(m *policyv1.CheckPreviewRequest) error {
+		if err := validate.First(workspace(m.GetWorkspace()), optUsername("on_behalf_of", m.GetOnBehalfOf())); err != nil {
+			return err
+		}
+		switch m.GetTarget().(type) {
+		case *policyv1.CheckPreviewRequest_Path:
+			return validate.First(required("path", m.GetPath()), validate.MaxLen("path", m.GetPath(), 1024))
+		case *policyv1.CheckPreviewRequest_RawCode:
+			return nil
+		}
+		return rule("target", validate.RuleRequired, false, "is required: path or raw_code")
+	})
+
 	// EventService
 	validate.Add(r, func(m *policyv1.WatchRequest) error {
 		return validate.First(validate.MaxItems("kinds", m.GetKinds(), 32),

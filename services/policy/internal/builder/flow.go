@@ -76,6 +76,10 @@ func (w *flowWalker) inputErr(ptr, rule string) error {
 	return &InputError{Doc: DocFlow, Pointer: ptr, Rule: rule}
 }
 
+func (w *flowWalker) limitErr(rule string) error {
+	return &InputError{Doc: DocFlow, Pointer: w.p.String(), Rule: rule, Limit: true}
+}
+
 func (w *flowWalker) violate(r Reason, ptr string, node int32, msg string) {
 	w.rep.Violations = append(w.rep.Violations, Violation{Reason: r, Doc: DocFlow, Pointer: ptr, Message: msg})
 	w.reported[node/64] |= 1 << (node % 64)
@@ -157,11 +161,11 @@ func (w *flowWalker) walkModuleList(arr int32, depth int) error {
 // enterModule counts a module or agent tool against the limits.
 func (w *flowWalker) enterModule(depth int) error {
 	if depth > w.lim.MaxModuleDepth {
-		return w.inputErr(w.p.String(), fmt.Sprintf("modules nest deeper than %d levels", w.lim.MaxModuleDepth))
+		return w.limitErr(fmt.Sprintf("modules nest deeper than %d levels", w.lim.MaxModuleDepth))
 	}
 	w.modules++
 	if w.modules > w.lim.MaxModules {
-		return w.inputErr(w.p.String(), fmt.Sprintf("a flow may hold at most %d modules and agent tools", w.lim.MaxModules))
+		return w.limitErr(fmt.Sprintf("a flow may hold at most %d modules and agent tools", w.lim.MaxModules))
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ const root int32 = 0
 // parseDoc checks limits and syntax and builds the tree. Every failure is an *InputError.
 func parseDoc(raw []byte, name Doc, lim Limits) (*doc, error) {
 	if len(raw) > lim.MaxBytes {
-		return nil, &InputError{Doc: name, Rule: fmt.Sprintf("document is %d bytes, the limit is %d", len(raw), lim.MaxBytes)}
+		return nil, &InputError{Doc: name, Rule: fmt.Sprintf("document is %d bytes, the limit is %d", len(raw), lim.MaxBytes), Limit: true}
 	}
 	if !utf8.Valid(raw) {
 		return nil, &InputError{Doc: name, Rule: "document is not valid UTF-8"}
@@ -349,7 +349,9 @@ func hex4(s string, i int) (rune, bool) {
 func (p *parser) enter() error {
 	p.depth++
 	if p.depth > p.maxDepth {
-		return p.fail("nesting deeper than %d", p.maxDepth)
+		e := p.fail("nesting deeper than %d", p.maxDepth)
+		e.Limit = true
+		return e
 	}
 	return nil
 }

@@ -63,6 +63,9 @@ type InputError struct {
 	Doc     Doc
 	Pointer string
 	Rule    string
+	// Limit is set when the input was refused for exceeding Limits (size, nesting, module count)
+	// rather than for its shape, so the api layer can say VALUE_TOO_LARGE.
+	Limit bool
 }
 
 func (e *InputError) Error() string {

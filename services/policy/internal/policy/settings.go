@@ -11,6 +11,9 @@ type OperatorSettings struct {
 	Runs, Schedules, Resources, Variables, Assets, AuditLogs, Triggers, Groups, Folders, Workers bool
 	Builder                                                                                      bool
 	ManageSchedules, ManageTriggers                                                              bool
+	// StripBuilderSDKReadScopes drops variables:read / resources:read from builder apps'
+	// frontend_sdk_scopes (the spec's accepted-risk lever). On unless withdrawn: fail closed.
+	StripBuilderSDKReadScopes bool
 }
 
 // SettingKey describes one key of the stored JSON object.
@@ -36,6 +39,7 @@ var SettingKeys = []SettingKey{
 	{"builder", false, func(s *OperatorSettings) *bool { return &s.Builder }},
 	{"manage_schedules", true, func(s *OperatorSettings) *bool { return &s.ManageSchedules }},
 	{"manage_triggers", true, func(s *OperatorSettings) *bool { return &s.ManageTriggers }},
+	{"strip_builder_sdk_read_scopes", true, func(s *OperatorSettings) *bool { return &s.StripBuilderSDKReadScopes }},
 }
 
 // DefaultOperatorSettings is what a workspace with no stored keys resolves to.

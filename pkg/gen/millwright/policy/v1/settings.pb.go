@@ -51,8 +51,13 @@ type OperatorSettings struct {
 	ManageSchedules bool `protobuf:"varint,12,opt,name=manage_schedules,json=manageSchedules,proto3" json:"manage_schedules,omitempty"`
 	// Operators may manage triggers. On unless withdrawn.
 	ManageTriggers bool `protobuf:"varint,13,opt,name=manage_triggers,json=manageTriggers,proto3" json:"manage_triggers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Builder apps (operator-authored) lose variables:read and resources:read (and any scope
+	// covering them) from frontend_sdk_scopes in the policy BuilderService.CheckApp returns. On
+	// unless withdrawn: with it off, a consenting viewer hands the bundle a 12h token of the
+	// viewer's identity that can read variables and resources (see docs/policy.md).
+	StripBuilderSdkReadScopes bool `protobuf:"varint,14,opt,name=strip_builder_sdk_read_scopes,json=stripBuilderSdkReadScopes,proto3" json:"strip_builder_sdk_read_scopes,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *OperatorSettings) Reset() {
@@ -176,6 +181,13 @@ func (x *OperatorSettings) GetManageTriggers() bool {
 	return false
 }
 
+func (x *OperatorSettings) GetStripBuilderSdkReadScopes() bool {
+	if x != nil {
+		return x.StripBuilderSdkReadScopes
+	}
+	return false
+}
+
 // OperatorSettingsPatch sets the present fields and keeps the absent ones.
 type OperatorSettingsPatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -205,8 +217,10 @@ type OperatorSettingsPatch struct {
 	ManageSchedules *bool `protobuf:"varint,12,opt,name=manage_schedules,json=manageSchedules,proto3,oneof" json:"manage_schedules,omitempty"`
 	// See OperatorSettings.manage_triggers.
 	ManageTriggers *bool `protobuf:"varint,13,opt,name=manage_triggers,json=manageTriggers,proto3,oneof" json:"manage_triggers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// See OperatorSettings.strip_builder_sdk_read_scopes.
+	StripBuilderSdkReadScopes *bool `protobuf:"varint,14,opt,name=strip_builder_sdk_read_scopes,json=stripBuilderSdkReadScopes,proto3,oneof" json:"strip_builder_sdk_read_scopes,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *OperatorSettingsPatch) Reset() {
@@ -326,6 +340,13 @@ func (x *OperatorSettingsPatch) GetManageSchedules() bool {
 func (x *OperatorSettingsPatch) GetManageTriggers() bool {
 	if x != nil && x.ManageTriggers != nil {
 		return *x.ManageTriggers
+	}
+	return false
+}
+
+func (x *OperatorSettingsPatch) GetStripBuilderSdkReadScopes() bool {
+	if x != nil && x.StripBuilderSdkReadScopes != nil {
+		return *x.StripBuilderSdkReadScopes
 	}
 	return false
 }
@@ -638,7 +659,7 @@ var File_millwright_policy_v1_settings_proto protoreflect.FileDescriptor
 
 const file_millwright_policy_v1_settings_proto_rawDesc = "" +
 	"\n" +
-	"#millwright/policy/v1/settings.proto\x12\x14millwright.policy.v1\x1a\x1cgoogle/api/annotations.proto\x1a$millwright/policy/v1/workspace.proto\"\x8d\x03\n" +
+	"#millwright/policy/v1/settings.proto\x12\x14millwright.policy.v1\x1a\x1cgoogle/api/annotations.proto\x1a$millwright/policy/v1/workspace.proto\"\xcf\x03\n" +
 	"\x10OperatorSettings\x12\x12\n" +
 	"\x04runs\x18\x01 \x01(\bR\x04runs\x12\x1c\n" +
 	"\tschedules\x18\x02 \x01(\bR\tschedules\x12\x1c\n" +
@@ -654,7 +675,8 @@ const file_millwright_policy_v1_settings_proto_rawDesc = "" +
 	" \x01(\bR\aworkers\x12\x18\n" +
 	"\abuilder\x18\v \x01(\bR\abuilder\x12)\n" +
 	"\x10manage_schedules\x18\f \x01(\bR\x0fmanageSchedules\x12'\n" +
-	"\x0fmanage_triggers\x18\r \x01(\bR\x0emanageTriggers\"\x85\x05\n" +
+	"\x0fmanage_triggers\x18\r \x01(\bR\x0emanageTriggers\x12@\n" +
+	"\x1dstrip_builder_sdk_read_scopes\x18\x0e \x01(\bR\x19stripBuilderSdkReadScopes\"\xee\x05\n" +
 	"\x15OperatorSettingsPatch\x12\x17\n" +
 	"\x04runs\x18\x01 \x01(\bH\x00R\x04runs\x88\x01\x01\x12!\n" +
 	"\tschedules\x18\x02 \x01(\bH\x01R\tschedules\x88\x01\x01\x12!\n" +
@@ -671,7 +693,8 @@ const file_millwright_policy_v1_settings_proto_rawDesc = "" +
 	"\abuilder\x18\v \x01(\bH\n" +
 	"R\abuilder\x88\x01\x01\x12.\n" +
 	"\x10manage_schedules\x18\f \x01(\bH\vR\x0fmanageSchedules\x88\x01\x01\x12,\n" +
-	"\x0fmanage_triggers\x18\r \x01(\bH\fR\x0emanageTriggers\x88\x01\x01B\a\n" +
+	"\x0fmanage_triggers\x18\r \x01(\bH\fR\x0emanageTriggers\x88\x01\x01\x12E\n" +
+	"\x1dstrip_builder_sdk_read_scopes\x18\x0e \x01(\bH\rR\x19stripBuilderSdkReadScopes\x88\x01\x01B\a\n" +
 	"\x05_runsB\f\n" +
 	"\n" +
 	"_schedulesB\f\n" +
@@ -690,7 +713,8 @@ const file_millwright_policy_v1_settings_proto_rawDesc = "" +
 	"\n" +
 	"\b_builderB\x13\n" +
 	"\x11_manage_schedulesB\x12\n" +
-	"\x10_manage_triggers\":\n" +
+	"\x10_manage_triggersB \n" +
+	"\x1e_strip_builder_sdk_read_scopes\":\n" +
 	"\x1aGetOperatorSettingsRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"a\n" +
 	"\x1bGetOperatorSettingsResponse\x12B\n" +

@@ -1,0 +1,255 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/services/policy/internal/builder"
+	"github.com/millwright/millwright/services/policy/internal/testdb"
+)
+
+// queryCounter counts the statements (BEGIN/COMMIT included) run on behalf of one gRPC method,
+// recognised by the handler context pgx hands the tracer.
+type queryCounter struct {
+	method string
+	n      atomic.Int64
+	mu     sync.Mutex
+	sqls   []string
+}
+
+func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if m, ok := grpc.Method(ctx); ok && m == q.method {
+		q.n.Add(1)
+		q.mu.Lock()
+		q.sqls = append(q.sqls, strings.Join(strings.Fields(d.SQL), " "))
+		q.mu.Unlock()
+	}
+	return ctx
+}
+
+func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (q *queryCounter) take() (int64, []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.sqls
+	q.sqls = nil
+	return q.n.Swap(0), s
+}
+
+// benchFlow is builder's benchmark shape (bench_test.go): n script steps over `distinct` paths in
+// groups of 40 (a for-loop of plain steps, a branchone with one branch and a default, a
+// while-loop), every tenth step pinned to hash %016x of its index, every seventh tagged gpu.
+func benchFlow(n, distinct int) []byte {
+	var b strings.Builder
+	step := 0
+	writeSteps := func(k int) {
+		for i := 0; i < k; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			extra := ""
+			if step%10 == 0 {
+				extra += fmt.Sprintf(`,"hash":"%016x"`, step)
+			}
+			if step%7 == 0 {
+				extra += `,"tag_override":"gpu"`
+			}
+			fmt.Fprintf(&b, `{"id":"s%d","value":{"type":"script","path":"f/bench/script_%d","input_transforms":{"x":{"type":"javascript","expr":"flow_input.x + %d"},"y":{"type":"static","value":"v"}}%s},"summary":"step %d"}`,
+				step, step%distinct, step, extra, step)
+			step++
+		}
+	}
+	b.WriteString(`{"modules":[`)
+	for g := 0; step < n; g++ {
+		if g > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"loop%d","value":{"type":"forloopflow","iterator":{"type":"javascript","expr":"flow_input.items"},"parallel":true,"skip_failures":true,"modules":[`, g)
+		writeSteps(10)
+		fmt.Fprintf(&b, `,{"id":"br%d","value":{"type":"branchone","branches":[{"summary":"a","expr":"results.s0 > 1","modules":[`, g)
+		writeSteps(10)
+		b.WriteString(`]}],"default":[`)
+		writeSteps(10)
+		fmt.Fprintf(&b, `]}},{"id":"wl%d","value":{"type":"whileloopflow","skip_failures":false,"modules":[`, g)
+		writeSteps(10)
+		b.WriteString(`]}}]}}`)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// benchWorkspace registers what benchFlow(n, distinct) references: every path readable by the
+// operator through folder f/bench, every pin a version of its own path, tag gpu.
+func benchWorkspace(t testing.TB, r *replica, ws string, n, distinct int) {
+	t.Helper()
+	workspaceWith(t, r, ws)
+	member(t, r, ws, "op", policyv1.Role_ROLE_OPERATOR)
+	setBuilder(t, r, ws, true)
+	_, err := r.ws.UpsertFolder(admin, &policyv1.UpsertFolderRequest{Workspace: ws, Name: "bench", Readers: []string{"u/op"}})
+	require.NoError(t, err)
+	_, err = r.tags.SetWorkerTags(admin, &policyv1.SetWorkerTagsRequest{Workspace: ws, Tags: []*policyv1.WorkerTag{{Name: "gpu"}}})
+	require.NoError(t, err)
+	versions := make([][]string, distinct)
+	for step := 0; step < n; step += 10 {
+		versions[step%distinct] = append(versions[step%distinct], fmt.Sprintf("%016x", step))
+	}
+	for k := 0; k < distinct; k++ {
+		latest := fmt.Sprintf("f%015x", k)
+		_, err := r.cat.RegisterScript(admin, &policyv1.RegisterScriptRequest{Workspace: ws, Path: fmt.Sprintf("f/bench/script_%d", k),
+			LatestHash: latest, VersionHashes: append([]string{latest}, versions[k]...)})
+		require.NoError(t, err)
+	}
+}
+
+func checkFlow(r *replica, ctx context.Context, ws, who, flow string) (*policyv1.CheckFlowResponse, error) {
+	return policyv1.NewBuilderServiceClient(r.conn).CheckFlow(ctx, &policyv1.CheckFlowRequest{Workspace: ws, OnBehalfOf: who,
+		Action: policyv1.FlowAction_FLOW_ACTION_SAVE, FlowJson: flow}, grpc.MaxCallSendMsgSize(8<<20))
+}
+
+// The number of queries of a check does not depend on the flow's size: one tenancy read, one
+// cached settings read, one tag-rules read, one RLS transaction for every path, one pin query.
+func TestBuilderConstantQueries(t *testing.T) {
+	qc := &queryCounter{method: policyv1.BuilderService_CheckFlow_FullMethodName}
+	r := startReplica(t, testdb.DSN(t), replicaOpts{tracer: qc})
+	benchWorkspace(t, r, "bench", 10_000, 1_000)
+	var counts []int64
+	for _, size := range []struct{ n, distinct int }{{40, 1_000}, {400, 1_000}, {10_000, 1_000}} {
+		flow := string(benchFlow(size.n, size.distinct))
+		_, err := checkFlow(r, service, "bench", "op", flow) // warms the settings cache
+		require.NoError(t, err)
+		qc.take()
+		resp, err := checkFlow(r, service, "bench", "op", flow)
+		require.NoError(t, err)
+		require.Len(t, resp.GetRunnables(), size.n)
+		n, sqls := qc.take()
+		t.Logf("%d steps: %d statements: %q", size.n, n, sqls)
+		counts = append(counts, n)
+	}
+	require.Equal(t, counts[0], counts[1])
+	require.Equal(t, counts[0], counts[2])
+	require.LessOrEqual(t, counts[0], int64(16), "statements per check, BEGIN/COMMIT included")
+}
+
+func TestBuilderCallerModel(t *testing.T) {
+	r := startReplica(t, testdb.DSN(t))
+	workspaceWith(t, r, "w")
+	workspaceWith(t, r, "other")
+	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
+	member(t, r, "w", "op2", policyv1.Role_ROLE_OPERATOR)
+	setBuilder(t, r, "w", true)
+	_, err := r.cat.RegisterScript(admin, &policyv1.RegisterScriptRequest{Workspace: "w", Path: "u/op/mine",
+		LatestHash: "00000000000000a1", VersionHashes: []string{"00000000000000a1"}})
+	require.NoError(t, err)
+	mine := `{"modules":[{"id":"a","value":{"type":"script","path":"u/op/mine","input_transforms":{}}}]}`
+	bc := policyv1.NewBuilderServiceClient(r.conn)
+	op := userToken(t, r, "w", "op", "catalog:read")
+	op2 := userToken(t, r, "w", "op2", "catalog:read")
+	unscoped := userToken(t, r, "w", "op", "workspace:read")
+
+	// A user token acts for itself: its own path passes, the other operator's does not.
+	_, err = checkFlow(r, as(op), "w", "", mine)
+	require.NoError(t, err)
+	_, err = checkFlow(r, as(op), "w", "op", mine)
+	require.NoError(t, err)
+	_, err = checkFlow(r, as(op2), "w", "", mine)
+	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PATH_NOT_READABLE)
+	// It may not act for someone else, nor in another workspace, nor without the scope.
+	_, err = checkFlow(r, as(op2), "w", "op", mine)
+	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED)
+	_, err = checkFlow(r, as(op), "other", "", mine)
+	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_WRONG_WORKSPACE)
+	_, err = checkFlow(r, as(unscoped), "w", "", mine)
+	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_MISSING_SCOPE)
+	// Only the service token reports the credential's scopes; a user token's own are used.
+	_, err = bc.CheckApp(as(op), &policyv1.CheckAppRequest{Workspace: "w", AppValueJson: `{}`,
+		DeployPath: policyv1.DeployPath_DEPLOY_PATH_MULTIPART, CallerScopes: []string{"*"}})
+	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED)
+	// The service token must name the user; a non-member is NotFound, never a yes.
+	_, err = checkFlow(r, service, "w", "", mine)
+	requireField(t, err, "username")
+	_, err = checkFlow(r, service, "w", "nobody", mine)
+	requireCode(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = checkFlow(r, service, "w", "op", mine)
+	require.NoError(t, err)
+	// A disabled member is refused.
+	_, err = r.ws.UpsertMember(admin, &policyv1.UpsertMemberRequest{Workspace: "w", Username: "op2", Email: "op2@x",
+		Role: policyv1.Role_ROLE_OPERATOR, Disabled: true})
+	if err == nil {
+		_, err = checkFlow(r, service, "w", "op2", mine)
+		requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_MEMBER_DISABLED)
+	}
+
+	// Envelope validation.
+	_, err = bc.CheckFlow(service, &policyv1.CheckFlowRequest{Workspace: "w", OnBehalfOf: "op", FlowJson: mine})
+	requireField(t, err, "action")
+	_, err = bc.CheckApp(service, &policyv1.CheckAppRequest{Workspace: "w", OnBehalfOf: "op", AppValueJson: `{}`})
+	requireField(t, err, "deploy_path")
+	_, err = bc.CheckPreview(service, &policyv1.CheckPreviewRequest{Workspace: "w", OnBehalfOf: "op"})
+	requireField(t, err, "target")
+
+	// Size: over the service's 3 MiB document limit is VALUE_TOO_LARGE, named by field.
+	big := `{"modules":[],"pad":"` + strings.Repeat("x", builder.DefaultLimits().MaxBytes*3/4+1) + `"}`
+	_, err = checkFlow(r, service, "w", "op", big)
+	requireCode(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_VALUE_TOO_LARGE)
+	_, err = bc.CheckApp(service, &policyv1.CheckAppRequest{Workspace: "w", OnBehalfOf: "op", AppValueJson: big,
+		DeployPath: policyv1.DeployPath_DEPLOY_PATH_MULTIPART}, grpc.MaxCallSendMsgSize(8<<20))
+	requireCode(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_VALUE_TOO_LARGE)
+}
+
+// BenchmarkBuilderCheckFlow10k is the end-to-end check (gRPC client -> real server -> walk ->
+// tags, one RLS query for the 1,000 distinct paths, one pin query -> response with 10,000
+// references) of a 10,000-step flow. Baselines measured in the same run, same payload:
+//   - BareCall: the same request for a member that does not exist: transport, unmarshal,
+//     authentication and one tenancy query, no walk;
+//   - Walk: builder.WalkFlow alone, in process.
+func BenchmarkBuilderCheckFlow10k(b *testing.B) {
+	r := startReplica(b, testdb.DSN(b))
+	benchWorkspace(b, r, "bench", 10_000, 1_000)
+	raw := benchFlow(10_000, 1_000)
+	flow := string(raw)
+	b.Logf("payload %d bytes", len(raw))
+	b.Run("EndToEnd", func(b *testing.B) {
+		_, err := checkFlow(r, service, "bench", "op", flow)
+		require.NoError(b, err)
+		b.SetBytes(int64(len(raw)))
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			resp, err := checkFlow(r, service, "bench", "op", flow)
+			if err != nil || len(resp.GetRunnables()) != 10_000 {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/op")
+	})
+	b.Run("BareCall", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := checkFlow(r, service, "bench", "nobody", flow); err == nil {
+				b.Fatal("a non-member was answered")
+			}
+		}
+	})
+	b.Run("Walk", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for i := 0; i < b.N; i++ {
+			if _, err := builder.WalkFlow(raw, builder.Limits{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
