@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The local stack behind `make run`: Postgres (started from the system binaries when
 # DATABASE_URL is not set), one database per service, migrations, the three services and the
-# gateway in the foreground. Ctrl-C or SIGTERM stops every process it started, Postgres included.
+# gateway in the foreground, then the demo (gateway/cmd/demo: its target database is made here,
+# its data over the APIs; idempotent, so a second run changes nothing; MILLWRIGHT_DEMO=0 skips
+# it). Ctrl-C or SIGTERM stops every process it started, Postgres included.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MILLWRIGHT_BIN_DIR:-$ROOT/bin}
@@ -68,6 +70,59 @@ for svc in policy roleset billing; do
   "$BIN/$svc" migrate --database-url "$(dburl "$db")"
 done
 
+# The demo's target database (its data table): owned by a non-superuser cluster admin for
+# roleset (CREATEROLE + pg_signal_backend, password generated into .run/demo-admin-password),
+# one table under row-level security whose policies name the demo's roles. MILLWRIGHT_DEMO=0
+# skips the demo.
+DEMO=${MILLWRIGHT_DEMO:-1}
+DEMO_DB=millwright_demo
+DEMO_ADMIN=millwright_demo_admin
+rm -f "$RUN/demo-loaded"
+if [ "$DEMO" = 1 ]; then
+  demo_pw=$(secret demo-admin-password MILLWRIGHT_DEMO_ADMIN_PASSWORD)
+  psql "$DATABASE_URL" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" -v pw="$demo_pw" -v db="$DEMO_DB" >/dev/null <<'SQL'
+SET client_min_messages = warning;
+SELECT format('CREATE ROLE %I LOGIN CREATEROLE', :'admin')
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'admin') \gexec
+SELECT format('ALTER ROLE %I LOGIN CREATEROLE NOSUPERUSER PASSWORD %L', :'admin', :'pw') \gexec
+SELECT format('GRANT pg_signal_backend TO %I', :'admin') \gexec
+SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'admin')
+  WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db') \gexec
+SQL
+  # As the admin: it owns the table, so the admin connection bypasses RLS and viewers do not.
+  psql "$(dburl "$DEMO_DB")" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" >/dev/null <<'SQL'
+SET client_min_messages = warning;
+BEGIN;
+SET LOCAL ROLE :"admin";
+CREATE TABLE IF NOT EXISTS orders (region text NOT NULL, item text NOT NULL, amount numeric NOT NULL);
+INSERT INTO orders (region, item, amount)
+  SELECT * FROM (VALUES ('emea', 'bolts', 120), ('emea', 'nuts', 80), ('apac', 'gears', 200),
+                        ('apac', 'springs', 45), ('amer', 'washers', 60)) v
+  WHERE NOT EXISTS (SELECT FROM orders);
+ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
+-- docs/datatable-policies.md: membership, wrapped in a sub-select so it runs once per query.
+DROP POLICY IF EXISTS emea ON orders;
+CREATE POLICY emea ON orders FOR SELECT
+  USING (region = 'emea' AND (SELECT pg_has_role(current_user, 'sales_emea', 'member')));
+DROP POLICY IF EXISTS apac ON orders;
+CREATE POLICY apac ON orders FOR SELECT
+  USING (region = 'apac' AND (SELECT pg_has_role(current_user, 'sales_apac', 'member')));
+DROP POLICY IF EXISTS all_regions ON orders;
+CREATE POLICY all_regions ON orders FOR SELECT
+  USING ((SELECT pg_has_role(current_user, 'sales_all', 'member')));
+COMMIT;
+SQL
+fi
+
+# demo_url: the demo database as its cluster admin, for roleset's cluster registration.
+demo_url() {
+  local base=${DATABASE_URL%%\?*} rest host
+  rest=${base#*://}
+  host=${rest##*@}
+  host=${host%%/*}
+  printf 'postgres://%s:%s@%s/%s' "$DEMO_ADMIN" "$demo_pw" "$host" "$DEMO_DB"
+}
+
 POLICY_ADDR=${MILLWRIGHT_POLICY_ADDR:-127.0.0.1:50051}
 ROLESET_ADDR=${MILLWRIGHT_ROLESET_ADDR:-127.0.0.1:50052}
 BILLING_ADDR=${MILLWRIGHT_BILLING_ADDR:-127.0.0.1:50053}
@@ -95,6 +150,32 @@ millwright: running
   gateway  http://$HTTP_ADDR   (/openapi.json, /healthz)
   admin token in .run/admin-token; Ctrl-C stops everything
 MSG
+
+if [ "$DEMO" = 1 ]; then
+  # Loads the demo over the services' APIs once they (and the gateway) are healthy; idempotent.
+  # In the background and waited for, so that Ctrl-C or SIGTERM stops the stack at once.
+  log "loading the demo"
+  MILLWRIGHT_RUN_DIR=$RUN MILLWRIGHT_DEMO_TARGET_URL=$(demo_url) MILLWRIGHT_HTTP_ADDR=$HTTP_ADDR \
+    "$BIN/demo" load &
+  pids+=($!)
+  demo_ok=1
+  wait "$!" || demo_ok=0
+  unset 'pids[-1]'
+  if [ "$demo_ok" != 1 ]; then
+    log "the demo did not load; stopping"
+    exit 1
+  fi
+  # The roles exist now (roleset made them): let them read the table; RLS picks the rows.
+  psql "$(dburl "$DEMO_DB")" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" >/dev/null <<'SQL'
+SET client_min_messages = warning;
+BEGIN;
+SET LOCAL ROLE :"admin";
+GRANT SELECT ON orders TO sales_emea, sales_apac, sales_all;
+COMMIT;
+SQL
+  touch "$RUN/demo-loaded"
+  log "demo loaded"
+fi
 
 # Any process ending ends the stack: a half-running stack is worse than a stopped one.
 wait -n "${pids[@]}" || true

@@ -23,12 +23,15 @@ import (
 
 // TestLocalStack starts scripts/run.sh the way `make run` does, checks what the README promises
 // (every service lists itself, health and reflection; health is SERVING; the gateway answers
-// /healthz and /openapi.json), then sends SIGTERM and checks that no process and no listening
-// port is left behind.
+// /healthz and /openapi.json; the demo is loaded, and loading it again by hand changes
+// nothing), then sends SIGTERM and checks that no process and no listening port is left
+// behind; then starts it again on the same run directory, as a second `make run`, and checks
+// the demo is still exactly as loaded (same tokens, no duplicates).
 func TestLocalStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack; skipped with -short")
 	}
+	t.Parallel()
 	st := StartStack(t)
 
 	for name, addr := range map[string]string{"policy": st.Policy, "roleset": st.Roleset, "billing": st.Billing} {
@@ -66,6 +69,8 @@ func TestLocalStack(t *testing.T) {
 	resp.Body.Close()
 	require.NotEmpty(t, doc["paths"])
 
+	demo := checkDemo(t, st)
+
 	st.Stop(t)
 	for _, addr := range st.Addrs() {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
@@ -76,6 +81,10 @@ func TestLocalStack(t *testing.T) {
 	}
 	out, _ := exec.Command("pgrep", "-af", st.Dir).Output()
 	require.Empty(t, strings.TrimSpace(string(out)), "processes left behind")
+
+	st.Restart(t)
+	require.Equal(t, demo, demoState(t, st), "a second make run changed the demo")
+	st.Stop(t)
 }
 
 func listServices(ctx context.Context, t *testing.T, conn *grpc.ClientConn) []string {
@@ -100,6 +109,8 @@ type Stack struct {
 	HTTP                            string // base URL of the gateway
 	metrics                         []string
 	pg                              string
+	pgPort                          int
+	root, bin, log                  string
 	cmd                             *exec.Cmd
 	done                            chan error
 }
@@ -111,13 +122,40 @@ func (s *Stack) AdminToken(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
+// Token returns the content of a token file run.sh or the demo loader wrote (e.g. "job-alice").
+func (s *Stack) Token(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Dir, name))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// SuperuserURL is the stack's Postgres as its superuser, on database db.
+func (s *Stack) SuperuserURL(t *testing.T, db string) string {
+	return "postgres://postgres:" + s.Token(t, "pg-password") + "@" + s.pg + "/" + db + "?sslmode=disable"
+}
+
+// DemoEnv is the environment run.sh gives the demo loader, to run it again by hand.
+func (s *Stack) DemoEnv(t *testing.T) []string {
+	return []string{
+		"MILLWRIGHT_ADMIN_TOKEN=" + s.AdminToken(t), "MILLWRIGHT_SERVICE_TOKEN=" + s.Token(t, "service-token"),
+		"MILLWRIGHT_POLICY_ADDR=" + s.Policy, "MILLWRIGHT_ROLESET_ADDR=" + s.Roleset,
+		"MILLWRIGHT_BILLING_ADDR=" + s.Billing, "MILLWRIGHT_HTTP_ADDR=" + s.HTTPA, "MILLWRIGHT_RUN_DIR=" + s.Dir,
+		"MILLWRIGHT_DEMO_TARGET_URL=postgres://millwright_demo_admin:" + s.Token(t, "demo-admin-password") +
+			"@" + s.pg + "/millwright_demo",
+	}
+}
+
+// Bin is the path of one of the binaries the stack runs (policy, roleset, billing, gateway, demo).
+func (s *Stack) Bin(name string) string { return filepath.Join(s.bin, name) }
+
 // Addrs lists every address the stack listens on.
 func (s *Stack) Addrs() []string {
 	return append([]string{s.Policy, s.Roleset, s.Billing, s.HTTPA, s.pg}, s.metrics...)
 }
 
 // StartStack builds the binaries and starts the stack on free ports; it is stopped at cleanup
-// if the test has not stopped it.
+// if the test has not stopped it. It returns once the gateway is healthy and the demo loaded.
 func StartStack(t *testing.T) *Stack {
 	t.Helper()
 	root := repoRoot(t)
@@ -130,7 +168,7 @@ func StartStack(t *testing.T) *Stack {
 	bin := filepath.Join(dir, "bin")
 	build := exec.Command("go", "build", "-o", bin+"/",
 		"./services/policy/cmd/policy", "./services/roleset/cmd/roleset",
-		"./services/billing/cmd/billing", "./gateway/cmd/gateway")
+		"./services/billing/cmd/billing", "./gateway/cmd/gateway", "./gateway/cmd/demo")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
@@ -140,13 +178,52 @@ func StartStack(t *testing.T) *Stack {
 	host := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	st := &Stack{
 		Dir: filepath.Join(dir, "run"), Policy: host(ports[0]), Roleset: host(ports[1]),
-		Billing: host(ports[2]), HTTPA: host(ports[3]), pg: host(ports[7]),
+		Billing: host(ports[2]), HTTPA: host(ports[3]), pg: host(ports[7]), pgPort: ports[7],
 		metrics: []string{host(ports[4]), host(ports[4] + 1), host(ports[4] + 2)},
-		done:    make(chan error, 1),
+		root:    root, bin: bin, log: filepath.Join(dir, "stack.log"),
 	}
 	st.HTTP = "http://" + st.HTTPA
-	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run.sh"))
-	cmd.Dir = root
+	t.Cleanup(func() {
+		if st.cmd != nil {
+			// SIGTERM first, so that run.sh stops Postgres too (a SIGKILL would orphan it:
+			// pg_ctl daemonizes the server); SIGKILL only if it does not stop in time.
+			_ = st.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-st.done:
+			case <-time.After(30 * time.Second):
+				_ = syscall.Kill(-st.cmd.Process.Pid, syscall.SIGKILL)
+				<-st.done
+			}
+			st.cmd = nil
+		}
+		// Whatever happened above, no server may outlive the test.
+		stop := exec.Command("bash", filepath.Join(root, "scripts", "localpg.sh"), "stop")
+		stop.Env = append(os.Environ(), "MILLWRIGHT_RUN_DIR="+st.Dir)
+		if out, err := stop.CombinedOutput(); err != nil {
+			t.Logf("localpg.sh stop: %v: %s", err, out)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(st.log)
+			t.Logf("stack log:\n%s", tail(string(b), 6000))
+		}
+	})
+	st.start(t)
+	return st
+}
+
+// Restart starts run.sh again on the same run directory and ports, as a second `make run`
+// does: Postgres data, databases, tokens and the demo are reused.
+func (s *Stack) Restart(t *testing.T) {
+	t.Helper()
+	require.Nil(t, s.cmd, "Restart needs a stopped stack")
+	s.start(t)
+}
+
+func (s *Stack) start(t *testing.T) {
+	t.Helper()
+	s.done = make(chan error, 1)
+	cmd := exec.Command("bash", filepath.Join(s.root, "scripts", "run.sh"))
+	cmd.Dir = s.root
 	env := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "MILLWRIGHT_") {
@@ -154,47 +231,42 @@ func StartStack(t *testing.T) *Stack {
 		}
 	}
 	cmd.Env = append(env,
-		"MILLWRIGHT_RUN_DIR="+st.Dir, "MILLWRIGHT_BIN_DIR="+bin,
-		"MILLWRIGHT_PG_PORT="+strconv.Itoa(ports[7]),
-		"MILLWRIGHT_POLICY_ADDR="+st.Policy, "MILLWRIGHT_ROLESET_ADDR="+st.Roleset,
-		"MILLWRIGHT_BILLING_ADDR="+st.Billing, "MILLWRIGHT_HTTP_ADDR="+st.HTTPA,
-		"MILLWRIGHT_METRICS_BASE_PORT="+strconv.Itoa(ports[4]))
-	logf, err := os.Create(filepath.Join(dir, "stack.log"))
+		"MILLWRIGHT_RUN_DIR="+s.Dir, "MILLWRIGHT_BIN_DIR="+s.bin,
+		"MILLWRIGHT_PG_PORT="+strconv.Itoa(s.pgPort),
+		"MILLWRIGHT_POLICY_ADDR="+s.Policy, "MILLWRIGHT_ROLESET_ADDR="+s.Roleset,
+		"MILLWRIGHT_BILLING_ADDR="+s.Billing, "MILLWRIGHT_HTTP_ADDR="+s.HTTPA,
+		"MILLWRIGHT_METRICS_BASE_PORT="+strings.TrimPrefix(s.metrics[0], "127.0.0.1:"))
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	_ = os.Remove(filepath.Join(s.Dir, "demo-loaded"))
 	require.NoError(t, cmd.Start())
-	st.cmd = cmd
-	go func() { st.done <- cmd.Wait(); logf.Close() }()
-	t.Cleanup(func() {
-		if st.cmd != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-st.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "stack.log"))
-			t.Logf("stack log:\n%s", tail(string(b), 6000))
-		}
-	})
+	s.cmd = cmd
+	done := s.done
+	go func() { done <- cmd.Wait(); logf.Close() }()
 
-	deadline := time.Now().Add(90 * time.Second)
+	// Ready = the gateway answers /healthz and run.sh has loaded the demo (it marks that with
+	// demo-loaded in the run directory, removed when it starts).
+	loaded := filepath.Join(s.Dir, "demo-loaded")
+	deadline := time.Now().Add(120 * time.Second)
 	for {
-		resp, err := http.Get(st.HTTP + "/healthz")
+		resp, err := http.Get(s.HTTP + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return st
+			if _, serr := os.Stat(loaded); resp.StatusCode == http.StatusOK && serr == nil {
+				return
 			}
 		}
 		select {
-		case err := <-st.done:
-			st.cmd = nil
-			b, _ := os.ReadFile(filepath.Join(dir, "stack.log"))
+		case err := <-s.done:
+			s.cmd = nil
+			b, _ := os.ReadFile(s.log)
 			t.Fatalf("stack exited early (%v):\n%s", err, tail(string(b), 6000))
 		case <-time.After(250 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stack not healthy within 90s")
+			t.Fatalf("stack not healthy with the demo loaded within 120s")
 		}
 	}
 }

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// readmeSteps is what each README walkthrough block must print, in README order. A block added
+// to the README without a line here fails the test (the counts differ).
+func readmeSteps() []readmeStep {
+	return []readmeStep{
+		{heading: "Two viewers", check: func(t *testing.T, out string) error {
+			var users []string
+			for _, m := range regexp.MustCompile(`"user": *"([^"]*)"`).FindAllStringSubmatch(out, -1) {
+				users = append(users, m[1])
+			}
+			if want := []string{"sales_emea", "sales_apac"}; !slices.Equal(users, want) {
+				return fmt.Errorf("logins (alice's, bob's) = %v, want %v", users, want)
+			}
+			if n := strings.Count(out, `"CONNECTION_KIND_ROLE"`); n != 2 {
+				return fmt.Errorf("want two CONNECTION_KIND_ROLE answers, got %d", n)
+			}
+			want := []string{"emea/bolts", "emea/nuts", "apac/gears", "apac/springs"}
+			if got := rowsOf(out); !slices.Equal(got, want) {
+				return fmt.Errorf("rows (alice's, then bob's) = %v, want %v", got, want)
+			}
+			if strings.Contains(out, "password") {
+				return fmt.Errorf("the walkthrough should not print the password")
+			}
+			return nil
+		}},
+		{heading: "An operator's flow, builder rights off", fails: true, check: func(t *testing.T, out string) error {
+			return refusal(out, 7, "ERROR_REASON_BUILDER_RIGHTS_OFF", "", "")
+		}},
+		{heading: "Turn builder rights on", check: func(t *testing.T, out string) error {
+			objs, err := jsonObjects(out)
+			if err != nil || len(objs) != 1 {
+				return fmt.Errorf("want one JSON object: %v", err)
+			}
+			o := objs[0]
+			for k, want := range map[string]any{"before.seats": "3", "after.seats": "4", "delta_milliseats": "1000",
+				"allowed": true, "cap_seats": nil} {
+				if got := at(o, splitKey(k)...); got != want {
+					return fmt.Errorf("%s = %v, want %v", k, got, want)
+				}
+			}
+			return nil
+		}},
+		{heading: "Turn builder rights on", check: func(t *testing.T, out string) error {
+			if !regexp.MustCompile(`"builder": *true`).MatchString(out) {
+				return fmt.Errorf(`want the settings with "builder": true`)
+			}
+			return nil
+		}},
+		// retry: the builder flag is cached per process and dropped by the settings event, which
+		// reaches the cache a few milliseconds after the write (docs/policy.md).
+		{heading: "Turn builder rights on", retry: true, check: func(t *testing.T, out string) error {
+			objs, err := jsonObjects(out)
+			if err != nil || len(objs) != 2 {
+				return fmt.Errorf("want two JSON objects (CheckFlow, RegisterFlow): %v", err)
+			}
+			if got := at(objs[0], "role"); got != "ROLE_OPERATOR" {
+				return fmt.Errorf("role = %v, want ROLE_OPERATOR", got)
+			}
+			rs, _ := at(objs[0], "runnables").([]any)
+			var got []string
+			for _, r := range rs {
+				m, _ := r.(map[string]any)
+				got = append(got, fmt.Sprint(m["path"], "@", m["pointer"]))
+			}
+			want := []string{"f/sales/fetch_orders@/modules/0/value", "f/sales/summarize@/modules/1/value"}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("runnables = %v, want %v", got, want)
+			}
+			if len(objs[1]) != 0 {
+				return fmt.Errorf("RegisterFlow answered %v, want {}", objs[1])
+			}
+			return nil
+		}},
+		{heading: "Code is still refused", fails: true, check: func(t *testing.T, out string) error {
+			return refusal(out, 7, "ERROR_REASON_INLINE_CODE", "flow", "/modules/0/value")
+		}},
+		{heading: "Code is still refused", fails: true, check: func(t *testing.T, out string) error {
+			return refusal(out, 7, "ERROR_REASON_PATH_NOT_READABLE", "flow", "/modules/0/value")
+		}},
+		{heading: "Seat usage", retry: true, check: func(t *testing.T, out string) error {
+			objs, err := jsonObjects(out)
+			if err != nil || len(objs) != 1 {
+				return fmt.Errorf("want one JSON object: %v", err)
+			}
+			o := objs[0]
+			for k, want := range map[string]any{"usage.authors": "4", "usage.operators": nil, "usage.milliseats": "4000",
+				"usage.seats": "4", "cap_seats": nil, "weights.author_milliseats": "1000", "weights.operator_milliseats": "500"} {
+				if got := at(o, splitKey(k)...); got != want {
+					return fmt.Errorf("%s = %v, want %v", k, got, want)
+				}
+			}
+			return nil
+		}},
+	}
+}
+
+func splitKey(k string) []string { return regexp.MustCompile(`\.`).Split(k, -1) }
+
+// refusal checks grpcurl's -format-error output: one status of code, whose only ErrorInfo has
+// reason and, when doc is set, metadata doc and pointer.
+func refusal(out string, code float64, reason, doc, pointer string) error {
+	objs, err := jsonObjects(out)
+	if err != nil || len(objs) != 1 {
+		return fmt.Errorf("want one JSON status: %v", err)
+	}
+	if got := at(objs[0], "code"); got != code {
+		return fmt.Errorf("code = %v, want %v", got, code)
+	}
+	details, _ := at(objs[0], "details").([]any)
+	if len(details) != 1 {
+		return fmt.Errorf("want one ErrorInfo, got %v", details)
+	}
+	d, _ := details[0].(map[string]any)
+	if d["reason"] != reason {
+		return fmt.Errorf("reason = %v, want %s", d["reason"], reason)
+	}
+	if doc != "" {
+		if got := at(d, "metadata", "doc"); got != doc {
+			return fmt.Errorf("doc = %v, want %s", got, doc)
+		}
+		if got := at(d, "metadata", "pointer"); got != pointer {
+			return fmt.Errorf("pointer = %v, want %s", got, pointer)
+		}
+	}
+	return nil
+}
