@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test unit generate check-generated lint build bench tools e2e fuzz clean
+.PHONY: run test generate check-generated lint breaking build bench tools e2e fuzz clean
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -43,6 +43,12 @@ lint: tools ## buf lint + format, gofmt, go vet
 	buf format -d --exit-code --path proto/millwright
 	@out=$$(gofmt -l pkg services gateway deploy | grep -v '^pkg/gen/' || true); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	go vet $(PKGS)
+
+# Against main by default; in a clone of main itself, compare with the previous commit:
+# make breaking BREAKING_AGAINST='.git#ref=HEAD~1'
+BREAKING_AGAINST ?= .git\#branch=main
+breaking: tools ## buf breaking (FILE rules) against BREAKING_AGAINST
+	buf breaking --against '$(BREAKING_AGAINST)'
 
 bench: ## benchmarks behind docs/benchmarks.md
 	go test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
