@@ -59,10 +59,11 @@ func hasHTTPRule(sd protoreflect.ServiceDescriptor) bool {
 	return false
 }
 
-// fakeEvents answers Watch with whatever error the test asks for, after recording the
-// metadata the gateway forwarded.
+// fakeEvents answers with whatever error the test asks for, after recording the metadata the
+// gateway forwarded: Watch for a server-streaming RPC, GetOperatorSettings for a unary one.
 type fakeEvents struct {
 	policyv1.UnimplementedEventServiceServer
+	policyv1.UnimplementedSettingsServiceServer
 	err error
 	md  chan metadata.MD
 }
@@ -73,12 +74,19 @@ func (f *fakeEvents) Watch(_ *policyv1.WatchRequest, s grpc.ServerStreamingServe
 	return f.err
 }
 
+func (f *fakeEvents) GetOperatorSettings(ctx context.Context, _ *policyv1.GetOperatorSettingsRequest) (*policyv1.GetOperatorSettingsResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.md <- md
+	return nil, f.err
+}
+
 func startUpstream(t *testing.T, f *fakeEvents) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	s := grpc.NewServer()
 	policyv1.RegisterEventServiceServer(s, f)
+	policyv1.RegisterSettingsServiceServer(s, f)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s, hs)
 	go func() { _ = s.Serve(lis) }()
@@ -111,22 +119,26 @@ func TestErrorsKeepCodeAndDetail(t *testing.T) {
 			srv := httptest.NewServer(g)
 			t.Cleanup(srv.Close)
 
-			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/policy/events?after_id=3", nil)
-			req.Header.Set("Authorization", "Bearer secret-token")
-			req.Header.Set(RequestIDHeader, "req-42")
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			for _, path := range []string{"/v1/workspaces/w/operator-settings", "/v1/policy/events?after_id=3"} {
+				req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+				req.Header.Set("Authorization", "Bearer secret-token")
+				req.Header.Set(RequestIDHeader, "req-42")
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
 
-			md := <-f.md
-			require.Equal(t, []string{"Bearer secret-token"}, md.Get("authorization"))
-			require.Equal(t, []string{"req-42"}, md.Get("x-request-id"))
-			// A server-streaming error arrives in the stream body; a unary one as the status.
-			// Either way the reason and numbers must reach the client.
-			require.Contains(t, string(body), "ERROR_REASON_SEAT_CAP_EXCEEDED")
-			require.Contains(t, string(body), `"cap":"10"`)
-			_ = tc.want
+				md := <-f.md
+				require.Equal(t, []string{"Bearer secret-token"}, md.Get("authorization"))
+				require.Equal(t, []string{"req-42"}, md.Get("x-request-id"))
+				if !strings.Contains(path, "events") {
+					// A unary error is the HTTP status; a server-streaming one arrives in the
+					// stream body after a 200. Either way the reason and numbers reach the client.
+					require.Equal(t, tc.want, resp.StatusCode, "%s", body)
+				}
+				require.Contains(t, string(body), "ERROR_REASON_SEAT_CAP_EXCEEDED")
+				require.Contains(t, string(body), `"cap":"10"`)
+			}
 		})
 	}
 }

@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSeatCapRefusalOverREST is billing's cap refusal end to end through the gateway: turning
+// operator builder rights on when that would go over the licensed cap answers 409 with the
+// numbers, and commits nothing; under a cap that fits, the same call succeeds.
+func TestSeatCapRefusalOverREST(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole stack; skipped with -short")
+	}
+	st := StartStack(t)
+	admin := st.AdminToken(t)
+	call := func(method, path string, body any) (int, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			require.NoError(t, err)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequest(method, st.HTTP+path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		raw, _ := io.ReadAll(resp.Body)
+		require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+		return resp.StatusCode, out
+	}
+	seats := func() int64 {
+		code, body := call("GET", "/v1/billing/seats", nil)
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		usage, _ := body["usage"].(map[string]any)
+		m, _ := strconv.ParseInt(usage["milliseats"].(string), 10, 64)
+		return m
+	}
+
+	before := seats()
+	code, body := call("POST", "/v1/workspaces", map[string]any{"workspace": "capws", "name": "Cap",
+		"admin_email": "capboss@x.test", "admin_username": "capboss"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	for _, u := range []string{"capop1", "capop2"} {
+		code, body := call("POST", "/v1/workspaces/capws/members", map[string]any{
+			"username": u, "email": u + "@x.test", "role": "ROLE_OPERATOR"})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+	}
+	// capboss is a new author (1 seat), the two operators half a seat each.
+	want := before + 2000
+	require.Eventually(t, func() bool { return seats() == want }, 20*time.Second, 50*time.Millisecond,
+		"billing did not follow policy's stream")
+	require.Zero(t, want%1000, "the test needs a whole number of seats to set the cap at")
+	capSeats := want / 1000
+
+	code, body = call("PUT", "/v1/billing/cap", map[string]any{"seats": capSeats})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+
+	enable := map[string]any{"patch": map[string]any{"builder": true}}
+	code, body = call("PATCH", "/v1/workspaces/capws/operator-settings", enable)
+	require.Equal(t, http.StatusConflict, code, "%v", body)
+	details, _ := body["details"].([]any)
+	require.NotEmpty(t, details)
+	info := details[0].(map[string]any)
+	require.Equal(t, "ERROR_REASON_SEAT_CAP_EXCEEDED", info["reason"])
+	require.Equal(t, map[string]any{
+		"before": strconv.FormatInt(capSeats, 10),
+		"after":  strconv.FormatInt(capSeats+1, 10), // each operator now costs a full seat
+		"cap":    strconv.FormatInt(capSeats, 10),
+	}, info["metadata"])
+
+	code, body = call("GET", "/v1/workspaces/capws/operator-settings", nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	settings, _ := body["settings"].(map[string]any)
+	require.NotEqual(t, true, settings["builder"], "the refused change must not be committed")
+
+	code, body = call("PUT", "/v1/billing/cap", map[string]any{"seats": capSeats + 1})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	code, body = call("PATCH", "/v1/workspaces/capws/operator-settings", enable)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+}
