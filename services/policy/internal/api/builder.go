@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 
@@ -226,7 +227,8 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 	if _, err := s.h.canBuild(ctx, bc); err != nil {
 		return nil, err
 	}
-	rep, err := builder.WalkFlow([]byte(req.GetFlowJson()), BuilderLimits)
+	// The string form: the 2 MB field is parsed in place rather than copied to []byte and back.
+	rep, err := builder.WalkFlowString(req.GetFlowJson(), BuilderLimits)
 	if err != nil {
 		return nil, inputError(err)
 	}
@@ -237,64 +239,32 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 		code = fromViolations(rep.Violations)
 	}
 
-	// Tags: one read of the workspace's rules, each distinct tag decided once, every pin reported.
-	if len(rep.Tags) > 0 {
-		rules, err := s.h.Store.WorkerTags(ctx, bc.tenancy.Workspace)
+	// The three database checks (tags, paths, pins) read independent things, each in its own
+	// statement or transaction as before; they run concurrently to overlap their round trips
+	// (~20 ms in sequence on a 10,000-step flow). Findings and errors are combined in the
+	// sequential order (tags, then paths, then pins), so the answer is unchanged.
+	var (
+		wg                      sync.WaitGroup
+		tagFs, unread, pinFs    []finding
+		tagErr, readErr, pinErr error
+	)
+	wg.Add(3)
+	go func() { defer wg.Done(); tagFs, tagErr = s.checkTags(ctx, bc, rep.Tags) }()
+	go func() {
+		defer wg.Done()
+		// Paths: every runnable (pinned steps included) re-read under the caller's RLS, one query.
+		unread, readErr = s.h.checkReadable(ctx, bc, surface{builder.DocFlow, rep.Runnables})
+	}()
+	go func() { defer wg.Done(); pinFs, pinErr = s.checkPins(ctx, bc, rep.Pins) }()
+	wg.Wait()
+	for _, err := range []error{tagErr, readErr, pinErr} {
 		if err != nil {
-			return nil, mapErr(err)
-		}
-		verdict := map[string]error{}
-		for _, t := range rep.Tags {
-			e, done := verdict[t.Tag]
-			if !done {
-				e = policy.CheckTags(rules, bc.tenancy.Role, []string{t.Tag})
-				verdict[t.Tag] = e
-			}
-			if e != nil {
-				rule := "unknown"
-				if te, ok := e.(*policy.TagError); ok {
-					rule = te.Reason
-				}
-				refused = append(refused, finding{reason: commonv1.ErrorReason_ERROR_REASON_TAG_NOT_ALLOWED, doc: builder.DocFlow,
-					pointer: t.Pointer, message: e.Error(), md: map[string]string{"tag": t.Tag, "rule": rule}})
-			}
+			return nil, err
 		}
 	}
-
-	// Paths: every runnable (pinned steps included) re-read under the caller's RLS, one query.
-	unread, err := s.h.checkReadable(ctx, bc, surface{builder.DocFlow, rep.Runnables})
-	if err != nil {
-		return nil, err
-	}
+	refused = append(refused, tagFs...)
 	refused = append(refused, unread...)
-
-	// Pins: a step carrying a hash is dispatched by the hash alone, so the hash must be a version
-	// of the path beside it, in this workspace. One query for every distinct pair.
-	var pins []policy.Pin
-	seenPin := map[policy.Pin]struct{}{}
-	for _, p := range rep.Pins {
-		pin := policy.Pin{Path: p.Path, Hash: p.Hash}
-		if _, ok := seenPin[pin]; !ok && !isHub(p.Path) {
-			seenPin[pin] = struct{}{}
-			pins = append(pins, pin)
-		}
-	}
-	if len(pins) > 0 {
-		found, err := s.h.Store.PinnedVersions(ctx, bc.tenancy.Workspace, pins)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		for _, p := range rep.Pins {
-			if isHub(p.Path) {
-				continue
-			}
-			if _, ok := found[policy.Pin{Path: p.Path, Hash: p.Hash}]; !ok {
-				refused = append(refused, finding{reason: commonv1.ErrorReason_ERROR_REASON_HASH_MISMATCH, doc: builder.DocFlow,
-					pointer: p.Pointer + "/hash", message: fmt.Sprintf("hash %s is not a version of script %s in this workspace", p.Hash, p.Path),
-					md: map[string]string{"path": p.Path, "hash": p.Hash}})
-			}
-		}
-	}
+	refused = append(refused, pinFs...)
 	if len(refused) > 0 {
 		return nil, refuse("flow", refused)
 	}
@@ -310,6 +280,69 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 	}
 	for i, p := range rep.Pins {
 		out.Pins[i] = &policyv1.BuilderPin{Path: p.Path, Hash: p.Hash, Pointer: p.Pointer}
+	}
+	return out, nil
+}
+
+// checkTags reads the workspace's tag rules once, decides each distinct tag once and reports
+// every refused tag.
+func (s *builderServer) checkTags(ctx context.Context, bc builderCaller, tags []builder.TagRef) ([]finding, error) {
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	rules, err := s.h.Store.WorkerTags(ctx, bc.tenancy.Workspace)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	var out []finding
+	verdict := map[string]error{}
+	for _, t := range tags {
+		e, done := verdict[t.Tag]
+		if !done {
+			e = policy.CheckTags(rules, bc.tenancy.Role, []string{t.Tag})
+			verdict[t.Tag] = e
+		}
+		if e != nil {
+			rule := "unknown"
+			if te, ok := e.(*policy.TagError); ok {
+				rule = te.Reason
+			}
+			out = append(out, finding{reason: commonv1.ErrorReason_ERROR_REASON_TAG_NOT_ALLOWED, doc: builder.DocFlow,
+				pointer: t.Pointer, message: e.Error(), md: map[string]string{"tag": t.Tag, "rule": rule}})
+		}
+	}
+	return out, nil
+}
+
+// checkPins: a step carrying a hash is dispatched by the hash alone, so the hash must be a
+// version of the path beside it, in this workspace. One query for every distinct pair.
+func (s *builderServer) checkPins(ctx context.Context, bc builderCaller, pinRefs []builder.PinRef) ([]finding, error) {
+	var pins []policy.Pin
+	seenPin := map[policy.Pin]struct{}{}
+	for _, p := range pinRefs {
+		pin := policy.Pin{Path: p.Path, Hash: p.Hash}
+		if _, ok := seenPin[pin]; !ok && !isHub(p.Path) {
+			seenPin[pin] = struct{}{}
+			pins = append(pins, pin)
+		}
+	}
+	if len(pins) == 0 {
+		return nil, nil
+	}
+	found, err := s.h.Store.PinnedVersions(ctx, bc.tenancy.Workspace, pins)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	var out []finding
+	for _, p := range pinRefs {
+		if isHub(p.Path) {
+			continue
+		}
+		if _, ok := found[policy.Pin{Path: p.Path, Hash: p.Hash}]; !ok {
+			out = append(out, finding{reason: commonv1.ErrorReason_ERROR_REASON_HASH_MISMATCH, doc: builder.DocFlow,
+				pointer: p.Pointer + "/hash", message: fmt.Sprintf("hash %s is not a version of script %s in this workspace", p.Hash, p.Path),
+				md: map[string]string{"path": p.Path, "hash": p.Hash}})
+		}
 	}
 	return out, nil
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // cpuTime is the process's user+system CPU time. The benchmarks report it per op next to wall
@@ -111,4 +113,14 @@ func BenchmarkStdUnmarshal10k(b *testing.B) {
 		}
 	}
 	reportCPU(b, start)
+}
+
+// The API walks the request's string without copying it; the answer must be WalkFlow's.
+func TestWalkFlowStringSameReport(t *testing.T) {
+	for _, raw := range [][]byte{benchFlow(400, 100), []byte(`{"value":{"modules":[]}}`), []byte(`{`), {0xff}} {
+		want, wantErr := WalkFlow(raw, Limits{})
+		got, gotErr := WalkFlowString(string(raw), Limits{})
+		require.Equal(t, wantErr, gotErr)
+		require.Equal(t, want, got)
+	}
 }

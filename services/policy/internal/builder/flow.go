@@ -54,6 +54,20 @@ func WalkFlow(raw []byte, lim Limits) (FlowReport, error) {
 	if err != nil {
 		return FlowReport{}, err
 	}
+	return walkFlowDoc(d, lim)
+}
+
+// WalkFlowString is WalkFlow over a string (a request's flow_json field), without copying it.
+func WalkFlowString(src string, lim Limits) (FlowReport, error) {
+	lim = lim.resolved()
+	d, err := parseDocString(src, DocFlow, lim)
+	if err != nil {
+		return FlowReport{}, err
+	}
+	return walkFlowDoc(d, lim)
+}
+
+func walkFlowDoc(d *doc, lim Limits) (FlowReport, error) {
 	defer d.release()
 	w := &flowWalker{d: d, lim: lim, p: path{d: d}, reported: make([]uint64, len(d.nodes)/64+1)}
 	if err := w.walkTop(); err != nil {

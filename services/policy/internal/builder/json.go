@@ -65,21 +65,30 @@ func parseDoc(raw []byte, name Doc, lim Limits) (*doc, error) {
 	if len(raw) > lim.MaxBytes {
 		return nil, &InputError{Doc: name, Rule: fmt.Sprintf("document is %d bytes, the limit is %d", len(raw), lim.MaxBytes), Limit: true}
 	}
-	if !utf8.Valid(raw) {
+	// The copy is deliberate: every string the reports return is a substring of src, and they
+	// must not change if the caller reuses raw afterwards.
+	return parseDocString(string(raw), name, lim)
+}
+
+// parseDocString is parseDoc over a string, which is immutable, so it is used as is: no copy
+// (a 2 MB flow arriving as a protobuf string field was copied twice on its way to the parser).
+func parseDocString(src string, name Doc, lim Limits) (*doc, error) {
+	if len(src) > lim.MaxBytes {
+		return nil, &InputError{Doc: name, Rule: fmt.Sprintf("document is %d bytes, the limit is %d", len(src), lim.MaxBytes), Limit: true}
+	}
+	if !utf8.ValidString(src) {
 		return nil, &InputError{Doc: name, Rule: "document is not valid UTF-8"}
 	}
 	bufs := treePool.Get().(*treeBufs)
 	// A rough size guess (one node per ~12 source bytes) saves most regrowth.
-	if n := len(raw)/12 + 1; cap(bufs.nodes) < n {
+	if n := len(src)/12 + 1; cap(bufs.nodes) < n {
 		bufs.nodes = make([]node, 0, n)
 	}
-	if n := len(raw)/14 + 1; cap(bufs.members) < n {
+	if n := len(src)/14 + 1; cap(bufs.members) < n {
 		bufs.members = make([]member, 0, n)
 	}
 	p := parser{
-		// The copy is deliberate: every string the reports return is a substring of src, and they
-		// must not change if the caller reuses raw afterwards.
-		src:      string(raw),
+		src:      src,
 		maxDepth: lim.MaxJSONDepth,
 		d:        &doc{name: name, nodes: bufs.nodes[:0], members: bufs.members[:0], bufs: bufs},
 		scratch:  bufs.scratch[:0],
