@@ -75,6 +75,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		if logger, err = NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat); err != nil {
 			return err
 		}
+		// A binary's own logger is also the default, so that components built without one
+		// (stream followers, clients) log in the same format instead of the log package's text.
+		slog.SetDefault(logger)
 	}
 	if cfg.Name != "" {
 		logger = logger.With("service", cfg.Name)
