@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/services/policy/internal/builder"
+	"github.com/millwright/millwright/services/policy/internal/builder/buildertest"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
@@ -49,49 +50,7 @@ func (q *queryCounter) take() (int64, []string) {
 	return q.n.Swap(0), s
 }
 
-// benchFlow is builder's benchmark shape (bench_test.go): n script steps over `distinct` paths in
-// groups of 40 (a for-loop of plain steps, a branchone with one branch and a default, a
-// while-loop), every tenth step pinned to hash %016x of its index, every seventh tagged gpu.
-func benchFlow(n, distinct int) []byte {
-	var b strings.Builder
-	step := 0
-	writeSteps := func(k int) {
-		for i := 0; i < k; i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			extra := ""
-			if step%10 == 0 {
-				extra += fmt.Sprintf(`,"hash":"%016x"`, step)
-			}
-			if step%7 == 0 {
-				extra += `,"tag_override":"gpu"`
-			}
-			fmt.Fprintf(&b, `{"id":"s%d","value":{"type":"script","path":"f/bench/script_%d","input_transforms":{"x":{"type":"javascript","expr":"flow_input.x + %d"},"y":{"type":"static","value":"v"}}%s},"summary":"step %d"}`,
-				step, step%distinct, step, extra, step)
-			step++
-		}
-	}
-	b.WriteString(`{"modules":[`)
-	for g := 0; step < n; g++ {
-		if g > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"id":"loop%d","value":{"type":"forloopflow","iterator":{"type":"javascript","expr":"flow_input.items"},"parallel":true,"skip_failures":true,"modules":[`, g)
-		writeSteps(10)
-		fmt.Fprintf(&b, `,{"id":"br%d","value":{"type":"branchone","branches":[{"summary":"a","expr":"results.s0 > 1","modules":[`, g)
-		writeSteps(10)
-		b.WriteString(`]}],"default":[`)
-		writeSteps(10)
-		fmt.Fprintf(&b, `]}},{"id":"wl%d","value":{"type":"whileloopflow","skip_failures":false,"modules":[`, g)
-		writeSteps(10)
-		b.WriteString(`]}}]}}`)
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
-
-// benchWorkspace registers what benchFlow(n, distinct) references: every path readable by the
+// benchWorkspace registers what buildertest.Flow(n, distinct) references: every path readable by the
 // operator through folder f/bench, every pin a version of its own path, tag gpu.
 func benchWorkspace(t testing.TB, r *replica, ws string, n, distinct int) {
 	t.Helper()
@@ -127,7 +86,7 @@ func TestBuilderConstantQueries(t *testing.T) {
 	benchWorkspace(t, r, "bench", 10_000, 1_000)
 	var counts []int64
 	for _, size := range []struct{ n, distinct int }{{40, 1_000}, {400, 1_000}, {10_000, 1_000}} {
-		flow := string(benchFlow(size.n, size.distinct))
+		flow := string(buildertest.Flow(size.n, size.distinct))
 		_, err := checkFlow(r, service, "bench", "op", flow) // warms the settings cache
 		require.NoError(t, err)
 		qc.take()
@@ -218,7 +177,7 @@ func TestBuilderCallerModel(t *testing.T) {
 func BenchmarkBuilderCheckFlow10k(b *testing.B) {
 	r := startReplica(b, testdb.DSN(b))
 	benchWorkspace(b, r, "bench", 10_000, 1_000)
-	raw := benchFlow(10_000, 1_000)
+	raw := buildertest.Flow(10_000, 1_000)
 	flow := string(raw)
 	b.Logf("payload %d bytes", len(raw))
 	b.Run("EndToEnd", func(b *testing.B) {

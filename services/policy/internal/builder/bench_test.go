@@ -2,13 +2,13 @@ package builder
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/services/policy/internal/builder/buildertest"
 )
 
 // cpuTime is the process's user+system CPU time. The benchmarks report it per op next to wall
@@ -26,51 +26,8 @@ func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
-// benchFlow builds a flow of n script steps over distinct paths, arranged the way large real
-// flows are: groups of 40 steps, each group a for-loop holding plain steps, a branchone (one
-// branch plus default) and a while-loop, with every tenth step version-pinned and every seventh
-// carrying a worker tag.
-func benchFlow(n, distinct int) []byte {
-	var b strings.Builder
-	step := 0
-	writeSteps := func(k int) {
-		for i := 0; i < k; i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			extra := ""
-			if step%10 == 0 {
-				extra += fmt.Sprintf(`,"hash":"%016x"`, step)
-			}
-			if step%7 == 0 {
-				extra += `,"tag_override":"gpu"`
-			}
-			fmt.Fprintf(&b, `{"id":"s%d","value":{"type":"script","path":"f/bench/script_%d","input_transforms":{"x":{"type":"javascript","expr":"flow_input.x + %d"},"y":{"type":"static","value":"v"}}%s},"summary":"step %d"}`,
-				step, step%distinct, step, extra, step)
-			step++
-		}
-	}
-	b.WriteString(`{"modules":[`)
-	for g := 0; step < n; g++ {
-		if g > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"id":"loop%d","value":{"type":"forloopflow","iterator":{"type":"javascript","expr":"flow_input.items"},"parallel":true,"skip_failures":true,"modules":[`, g)
-		writeSteps(10)
-		fmt.Fprintf(&b, `,{"id":"br%d","value":{"type":"branchone","branches":[{"summary":"a","expr":"results.s0 > 1","modules":[`, g)
-		writeSteps(10)
-		b.WriteString(`]}],"default":[`)
-		writeSteps(10)
-		fmt.Fprintf(&b, `]}},{"id":"wl%d","value":{"type":"whileloopflow","skip_failures":false,"modules":[`, g)
-		writeSteps(10)
-		b.WriteString(`]}}]}}`)
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
-
 func TestBenchFlowShape(t *testing.T) {
-	raw := benchFlow(10_000, 1_000)
+	raw := buildertest.Flow(10_000, 1_000)
 	rep, err := WalkFlow(raw, Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +41,7 @@ func TestBenchFlowShape(t *testing.T) {
 }
 
 func BenchmarkWalkFlow10k(b *testing.B) {
-	raw := benchFlow(10_000, 1_000)
+	raw := buildertest.Flow(10_000, 1_000)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -101,7 +58,7 @@ func BenchmarkWalkFlow10k(b *testing.B) {
 // BenchmarkStdUnmarshal10k is the baseline measured in the same run: encoding/json decoding the
 // same bytes into interface{}, before any walk. The ratio WalkFlow/this is what to report.
 func BenchmarkStdUnmarshal10k(b *testing.B) {
-	raw := benchFlow(10_000, 1_000)
+	raw := buildertest.Flow(10_000, 1_000)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -117,7 +74,7 @@ func BenchmarkStdUnmarshal10k(b *testing.B) {
 
 // The API walks the request's string without copying it; the answer must be WalkFlow's.
 func TestWalkFlowStringSameReport(t *testing.T) {
-	for _, raw := range [][]byte{benchFlow(400, 100), []byte(`{"value":{"modules":[]}}`), []byte(`{`), {0xff}} {
+	for _, raw := range [][]byte{buildertest.Flow(400, 100), []byte(`{"value":{"modules":[]}}`), []byte(`{`), {0xff}} {
 		want, wantErr := WalkFlow(raw, Limits{})
 		got, gotErr := WalkFlowString(string(raw), Limits{})
 		require.Equal(t, wantErr, gotErr)
