@@ -30,13 +30,14 @@ $(BIN)/buf: scripts/tools/buf/go.mod scripts/tools/buf/go.sum
 $(BIN)/protoc-gen-go: scripts/tools/protoc/go.mod scripts/tools/protoc/go.sum
 	cd scripts/tools/protoc && GOWORK=off GOBIN=$(BIN) go install tool
 
-generate: tools ## regenerate pkg/gen and gateway/openapi from proto/
+generate: tools ## regenerate pkg/gen, gateway/openapi and pkg/apidesc (documented descriptors) from proto/
 	buf format -w --path proto/millwright
 	buf generate
+	buf build -o pkg/apidesc/millwright.binpb --path proto/millwright
 
 check-generated: generate ## fail when the committed generated code is stale
-	git diff --exit-code -- pkg/gen gateway/openapi proto
-	@test -z "$$(git status --porcelain -- pkg/gen gateway/openapi)" || { git status --porcelain -- pkg/gen gateway/openapi; exit 1; }
+	git diff --exit-code -- pkg/gen pkg/apidesc gateway/openapi proto
+	@test -z "$$(git status --porcelain -- pkg/gen pkg/apidesc gateway/openapi)" || { git status --porcelain -- pkg/gen pkg/apidesc gateway/openapi; exit 1; }
 
 lint: tools ## buf lint + format, gofmt, go vet
 	buf lint

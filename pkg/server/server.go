@@ -21,6 +21,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+
+	"github.com/millwright/millwright/pkg/apidesc"
 
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/validate"
@@ -133,7 +137,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	if err := registerReflection(gs); err != nil {
+		return err
+	}
 	opts.Register(gs)
 
 	names := []string{""}
@@ -273,4 +279,17 @@ func httpMux(reg *prometheus.Registry, rd *readiness) *http.ServeMux {
 	})
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux
+}
+
+// registerReflection serves reflection (v1 and the v1alpha older grpcurl builds ask for) from
+// the documented descriptors, so `grpcurl describe` shows every comment of the contracts.
+func registerReflection(gs *grpc.Server) error {
+	res, err := apidesc.Resolver()
+	if err != nil {
+		return err
+	}
+	opts := reflection.ServerOptions{Services: gs, DescriptorResolver: res}
+	reflectionv1.RegisterServerReflectionServer(gs, reflection.NewServerV1(opts))
+	reflectionv1alpha.RegisterServerReflectionServer(gs, reflection.NewServer(opts))
+	return nil
 }

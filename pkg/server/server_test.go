@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,6 +28,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
@@ -464,6 +467,36 @@ func TestPublicMethodsNeedNoToken(t *testing.T) {
 	require.NoError(t, rs.CloseSend())
 }
 
+// TestReflectionServesComments: grpcurl describe shows the contracts' documentation, because
+// reflection answers from the documented descriptors (pkg/apidesc), and still knows the
+// services that are not ours (health).
+func TestReflectionServesComments(t *testing.T) {
+	e := start(t)
+	ctx := testCtx(t)
+	rs, err := reflectionpb.NewServerReflectionClient(e.conn).ServerReflectionInfo(ctx)
+	require.NoError(t, err)
+	file := func(symbol string) *descriptorpb.FileDescriptorProto {
+		t.Helper()
+		require.NoError(t, rs.Send(&reflectionpb.ServerReflectionRequest{
+			MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol}}))
+		resp, err := rs.Recv()
+		require.NoError(t, err)
+		raw := resp.GetFileDescriptorResponse().GetFileDescriptorProto()
+		require.NotEmpty(t, raw, "%s: %v", symbol, resp.GetErrorResponse())
+		var fd descriptorpb.FileDescriptorProto
+		require.NoError(t, proto.Unmarshal(raw[0], &fd))
+		return &fd
+	}
+	fd := file("millwright.policy.v1.EventService")
+	var comments []string
+	for _, loc := range fd.GetSourceCodeInfo().GetLocation() {
+		comments = append(comments, loc.GetLeadingComments())
+	}
+	assert.Contains(t, strings.Join(comments, "\n"), "Watch", "the RPC's comment is served")
+	assert.Equal(t, "grpc/health/v1/health.proto", file("grpc.health.v1.Health").GetName())
+	require.NoError(t, rs.CloseSend())
+}
+
 func TestMetricsCountRefusals(t *testing.T) {
 	e := start(t)
 	ctx := testCtx(t)
@@ -667,6 +700,53 @@ func TestDial(t *testing.T) {
 	defer anon.Close()
 	_, err = testgrpc.NewTestServiceClient(anon).UnaryCall(testCtx(t), &testgrpc.SimpleRequest{})
 	assert.Equal(t, codes.Unauthenticated, status.Code(err))
+}
+
+// TestDialWaitsForALateUpstream: a service that calls another before it listens (both
+// starting at once) is answered once the peer is up, not refused with the last dial error
+// while the connection sits out a reconnect backoff.
+func TestDialWaitsForALateUpstream(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	conn, err := server.Dial(context.Background(), addr, adminToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	// Nothing listens yet: the connection fails and starts backing off.
+	conn.Connect()
+	time.Sleep(1500 * time.Millisecond)
+
+	answered := make(chan error, 1)
+	go func() {
+		_, err := testgrpc.NewTestServiceClient(conn).UnaryCall(testCtx(t), &testgrpc.SimpleRequest{})
+		answered <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start(t, func(s setup) { s.cfg.GRPCAddr = addr })
+	select {
+	case err := <-answered:
+		require.NoError(t, err)
+	case <-time.After(server.UpstreamWait + time.Second):
+		t.Fatal("no answer after the upstream came up")
+	}
+}
+
+// TestDialAnswersUnavailableWhenTheUpstreamStaysDown: the bounded wait ends in Unavailable
+// (which callers retry), not in a hang or DeadlineExceeded.
+func TestDialAnswersUnavailableWhenTheUpstreamStaysDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	conn, err := server.Dial(context.Background(), addr, adminToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	began := time.Now()
+	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	assert.Less(t, time.Since(began), server.UpstreamWait+2*time.Second)
 }
 
 func TestRunRequiresOptions(t *testing.T) {

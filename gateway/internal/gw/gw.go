@@ -14,10 +14,11 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/millwright/millwright/pkg/server"
 )
 
 // Upstreams names the gRPC address of each service.
@@ -48,9 +49,10 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 	g := &Gateway{conns: map[string]*grpc.ClientConn{}}
 	addrs := map[string]string{"policy": up.Policy, "roleset": up.Roleset, "billing": up.Billing}
 	for name, addr := range addrs {
+		// server.ClientOptions: a short reconnect backoff, and calls that wait a bounded time for
+		// an upstream that is restarting instead of failing at once with its last dial error.
 		conn, err := grpc.NewClient(addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+			append(server.ClientOptions(), grpc.WithStatsHandler(otelgrpc.NewClientHandler()))...)
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("gateway: dial %s at %q: %w", name, addr, err)

@@ -38,7 +38,7 @@ type Config struct {
 
 // RegisterFlags defines billing's flags on fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	c.Config.RegisterFlags(fs, server.Config{Name: "billing", GRPCAddr: "127.0.0.1:50053"})
+	c.Config.RegisterFlags(fs, server.Config{Name: "billing", GRPCAddr: ":50053", MetricsAddr: ":9093"})
 	server.StringVar(fs, &c.PolicyAddr, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "127.0.0.1:50051", "policy's gRPC address (stream and snapshot)")
 	server.StringVar(fs, &c.AuthorWeight, "author-seat-weight", "MILLWRIGHT_AUTHOR_SEAT_WEIGHT", "1", "seats one author consumes (decimal, at most 3 places)")
 	server.StringVar(fs, &c.OperatorWeight, "operator-seat-weight", "MILLWRIGHT_OPERATOR_SEAT_WEIGHT", "0.5", "seats one operator-only user consumes (decimal, at most 3 places)")

@@ -20,7 +20,7 @@ func main() {
 func serve(ctx context.Context, args []string) error {
 	var cfg server.Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfg.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":8081", MetricsAddr: ":9081"})
+	cfg.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":50051", MetricsAddr: ":9091"})
 	var billingAddr string
 	app.RegisterBillingFlag(fs, &billingAddr) // seat check wiring: internal/app/seats.go
 	if err := cli.ParseFlags(fs, args); err != nil {

@@ -35,10 +35,10 @@ type Config struct {
 
 // Flags registers the flags.
 func (c *Config) Flags(fs *flag.FlagSet) {
-	c.Server.RegisterFlags(fs, server.Config{Name: "roleset", GRPCAddr: ":9092", MetricsAddr: ":9192"})
+	c.Server.RegisterFlags(fs, server.Config{Name: "roleset", GRPCAddr: ":50052", MetricsAddr: ":9092"})
 	server.StringVar(fs, &c.InstanceID, "instance-id", "MILLWRIGHT_INSTANCE_ID", "", "this instance's id (hashed into every wm_set_ login name)")
 	server.SecretVar(fs, &c.EncryptionKey, "encryption-key", "MILLWRIGHT_ENCRYPTION_KEY", "", "AES-256 key ring: id:base64[,id:base64] (first encrypts)")
-	server.StringVar(fs, &c.PolicyAddr, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "localhost:9090", "policy gRPC address")
+	server.StringVar(fs, &c.PolicyAddr, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "127.0.0.1:50051", "policy gRPC address")
 	server.IntVar(fs, &c.Iterations, "scram-iterations", "MILLWRIGHT_SCRAM_ITERATIONS", secret.DefaultIterations, "PBKDF2 iterations of new login verifiers")
 	server.DurationVar(fs, &c.SweepInterval, "sweep-interval", "MILLWRIGHT_SWEEP_INTERVAL", 10*time.Minute, "monitor loop period (sweep + reconcile)")
 	server.DurationVar(fs, &c.CacheTTL, "cache-ttl", "MILLWRIGHT_CACHE_TTL", 5*time.Minute, "upper bound on a cached answer's age (events drop them sooner)")
