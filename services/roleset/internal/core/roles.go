@@ -303,7 +303,11 @@ func (e *Engine) reconcileRole(ctx context.Context, r store.Role) error {
 		return nil
 	}
 	if !canLogin {
-		return tc.SetRoleLogin(ctx, r.Name, true)
+		// r was read before this role was looked at on the cluster; another replica may have
+		// disabled it since (catalog, then NOLOGIN). Re-check under the row, held across the
+		// LOGIN, so a stale read never gives a disabled role its login back.
+		_, err := e.store.WhileRoleEnabled(ctx, r.ID, func() error { return tc.SetRoleLogin(ctx, r.Name, true) })
+		return err
 	}
 	return nil
 }

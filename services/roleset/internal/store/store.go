@@ -246,6 +246,30 @@ UPDATE datatable_role SET enabled = $2, updated_at = now()
 WHERE id = $1 AND state = 'ready' RETURNING `+roleCols, id, enabled))
 }
 
+// WhileRoleEnabled runs fn only if the role is ready and enabled, holding its row (FOR SHARE)
+// until fn returns. A disable (an UPDATE of the row) then either committed first, and fn does
+// not run, or waits for fn, and its NOLOGIN lands after whatever fn did on the cluster. It
+// reports whether fn ran.
+func (s *Store) WhileRoleEnabled(ctx context.Context, id int64, fn func() error) (bool, error) {
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var enabled bool
+	err = tx.QueryRow(ctx, `SELECT enabled AND state = 'ready' FROM datatable_role WHERE id = $1 FOR SHARE`, id).Scan(&enabled)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !enabled) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := fn(); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
 // RenameRole records a new name (after the cluster rename committed).
 func (s *Store) RenameRole(ctx context.Context, id int64, name string) (Role, error) {
 	r, err := scanRole(s.Pool.QueryRow(ctx, `
