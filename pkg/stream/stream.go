@@ -60,6 +60,7 @@ type Stream struct {
 	started   bool // Run's goroutine only: the start position was set
 	ready     chan struct{}
 	readyOnce sync.Once
+	live      atomic.Bool // a listener connection is up and has caught up
 
 	mu       sync.Mutex
 	subs     atomic.Pointer[[]*subscriber] // copy-on-write under mu; read lock-free by delivery
@@ -140,6 +141,11 @@ func (s *Stream) Subscribe(fn func(Event)) (unsubscribe func()) {
 // on every committed event reaches subscribers. A replica whose caches depend on the stream
 // should report SERVING only after it.
 func (s *Stream) Ready() <-chan struct{} { return s.ready }
+
+// Live reports whether the listener is connected now and has caught up since it (re)connected.
+// While it is not, events may be committed that subscribers have not seen, so a cache kept
+// fresh by them must not answer from its entries: it is the gate for serving cached answers.
+func (s *Stream) Live() bool { return s.live.Load() }
 
 // Position returns the id of the last event delivered to subscribers (or the head Run started
 // from). 0 before Run has connected once.
@@ -244,11 +250,15 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 	}
 	s.readyOnce.Do(func() { close(s.ready) })
 	connected()
+	defer s.live.Store(false)
 
 	for {
 		if err := s.catchUp(ctx, conn); err != nil {
 			return err
 		}
+		// Live only once this connection has delivered everything committed while the last
+		// one was down: a cache may trust its entries again from here on.
+		s.live.Store(true)
 		if err := s.waitNotification(ctx, conn); err != nil {
 			return err
 		}

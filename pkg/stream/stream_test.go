@@ -166,6 +166,47 @@ func TestEventCommittedWhileListenerDeadIsDelivered(t *testing.T) {
 	require.Len(t, got.events(), 4)
 }
 
+// TestLiveFollowsTheListener: Live is false before the first catch-up, false from the moment
+// the listener's connection dies until a new one has caught up (an event committed meanwhile is
+// delivered before Live is true again), so caches never answer from entries the outage may
+// have made stale.
+func TestLiveFollowsTheListener(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	dsn := newDB(t)
+	pool := newPool(t, dsn)
+	s := stream.New(pool, stream.Options{PollInterval: time.Hour})
+	stream.SetMinReconnect(s, 400*time.Millisecond)
+	var got collector
+	var liveAtDelivery []bool
+	var mu sync.Mutex
+	defer s.Subscribe(func(e stream.Event) {
+		mu.Lock()
+		liveAtDelivery = append(liveAtDelivery, s.Live())
+		mu.Unlock()
+		got.add(e)
+	})()
+	require.False(t, s.Live(), "not live before Run")
+	startStream(t, s)
+	require.Eventually(t, s.Live, 5*time.Second, 5*time.Millisecond)
+
+	su, err := pgx.Connect(ctx, pgtest.Superuser(t))
+	require.NoError(t, err)
+	defer su.Close(context.Background())
+	pid := listenerPID(t, su, dbName(t, dsn))
+	var ok bool
+	require.NoError(t, su.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok))
+	require.Eventually(t, func() bool { return !s.Live() }, 5*time.Second, time.Millisecond, "not live once the connection died")
+	insertItem(t, pool, "while-down")
+	require.False(t, s.Live(), "still down: the reconnect backoff is 200-400ms")
+	head := waitHead(t, s, pool)
+	require.Eventually(t, s.Live, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, head, got.events()[len(got.events())-1].ID)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []bool{false}, liveAtDelivery, "the missed event is delivered before the stream is live again")
+}
+
 func TestPollingDeliversWithoutNotification(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()

@@ -49,6 +49,7 @@ type replica struct {
 type replicaOpts struct {
 	seats  settings.SeatChecker
 	tracer pgx.QueryTracer
+	poll   time.Duration // the stream's poll interval (default 200ms)
 }
 
 func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
@@ -56,6 +57,9 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 	var o replicaOpts
 	if len(ro) > 0 {
 		o = ro[0]
+	}
+	if o.poll == 0 {
+		o.poll = 200 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
@@ -67,7 +71,7 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 		done <- app.Run(ctx, cfg, app.Options{
 			SeatChecker: o.seats,
 			Tracer:      o.tracer,
-			Stream:      stream.Options{PollInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Stream:      stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 			OnListen:    func(g, _ string) { addr <- g },
 			OnReady:     func(p *app.Parts) { parts <- p },

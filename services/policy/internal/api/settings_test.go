@@ -152,8 +152,10 @@ func TestSeatCheckerGuardsBuilderEnable(t *testing.T) {
 // connection killed, a change made while it is down is still applied after catch-up.
 func TestRevocationAcrossReplicas(t *testing.T) {
 	dsn := testdb.DSN(t)
-	a := startReplica(t, dsn)
-	b := startReplica(t, dsn)
+	// No polling within the test: only the NOTIFY wake-up can reach B in time (and only the
+	// catch-up after a reconnect, in the subtest).
+	a := startReplica(t, dsn, replicaOpts{poll: time.Hour})
+	b := startReplica(t, dsn, replicaOpts{poll: time.Hour})
 	workspaceWith(t, a, "w")
 	member(t, a, "w", "op", policyv1.Role_ROLE_OPERATOR)
 	setBuilder(t, a, "w", true)
@@ -162,11 +164,11 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, canBuild(b, "w", "op")) // B's cache now holds "on" for 60 s
 
-	// Five revocations: every one reaches B within a second, and the median within 100 ms.
-	// (The median rather than each trial: on a loaded 2-core CI machine running -race one
+	// Seven revocations: every one reaches B within a second, and all but one within 100 ms.
+	// (One trial may miss 100 ms: on a loaded 2-core CI machine running -race a single
 	// scheduling hiccup must not turn the suite red; docs/benchmarks.md reports p99 over 200.)
 	var tooks []time.Duration
-	for i := range 5 {
+	for i := range 7 {
 		if i > 0 {
 			setBuilder(t, a, "w", true)
 			_, ok := waitUntil(2*time.Second, func() bool { return canBuild(b, "w", "op") == nil })
@@ -179,7 +181,8 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 		tooks = append(tooks, took)
 	}
 	slices.Sort(tooks)
-	require.Less(t, tooks[len(tooks)/2], 100*time.Millisecond, "B refused after %v", tooks)
+	require.Less(t, tooks[len(tooks)-2], 100*time.Millisecond, "B refused after %v", tooks)
+	t.Logf("B refused after %v", tooks)
 
 	t.Run("listen connection killed", func(t *testing.T) {
 		setBuilder(t, a, "w", true)
@@ -202,7 +205,9 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 		setBuilder(t, a, "w", false)
 		took, ok := waitUntil(10*time.Second, func() bool { return refused(canBuild(b, "w", "op")) })
 		require.True(t, ok, "B never applied the change made while its listener was down")
-		t.Logf("refused %v after the revoke with the listener killed (reconnect + catch-up)", took)
+		// While B's listener is down its cache is passed by (stream.Live), so the refusal comes
+		// from the database at once rather than after the reconnect.
+		t.Logf("refused %v after the revoke with the listener killed", took)
 		// And it stays refused (no stale refill).
 		for range 20 {
 			require.True(t, refused(canBuild(b, "w", "op")))

@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 
 	st := stream.New(pool, o.Stream)
 	db := store.New(pool)
-	live := func() bool {
+	ready := func() bool {
 		select {
 		case <-st.Ready():
 			return true
@@ -83,8 +83,11 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 			return false
 		}
 	}
-	set := settings.New(db, o.SeatChecker, o.BuilderTTL, live)
-	local := authn.New(db, o.TokenTTL, live)
+	// The caches answer from their entries only while the listener is connected and caught
+	// up (st.Live): during a listener outage a revoke may be committed unseen, so every check
+	// reads the database until the stream has delivered it.
+	set := settings.New(db, o.SeatChecker, o.BuilderTTL, st.Live)
+	local := authn.New(db, o.TokenTTL, st.Live)
 	unsub := st.Subscribe(func(e stream.Event) {
 		set.OnEvent(e)
 		local.OnEvent(e)
@@ -106,7 +109,7 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 				return 0, expected, err
 			}
 			// Caches are only honest once the stream listener delivers: not SERVING before.
-			if !live() {
+			if !ready() {
 				return cur, expected, fmt.Errorf("policy: stream listener not connected yet")
 			}
 			return cur, expected, nil

@@ -39,12 +39,14 @@ func (c *Cache[K, V]) SetClock(now func() time.Time) {
 // TTL), e.g. a token's expiry.
 type Loader[V any] func(ctx context.Context) (v V, notAfter time.Time, err error)
 
-// Get returns the cached value of k, or loads it. Errors are not cached. When store is false
-// the value is loaded and returned but not cached (the caller cannot yet vouch that it will
-// see invalidations, e.g. its stream is not connected).
-func (c *Cache[K, V]) Get(ctx context.Context, k K, store bool, load Loader[V]) (V, error) {
+// Get returns the cached value of k, or loads it. Errors are not cached. When live is false
+// the cache is passed by both ways: no entry is served and the loaded value is not kept. The
+// caller cannot vouch that it has seen every invalidation (its stream is not connected, or
+// has not caught up since it reconnected), so an entry may predate a revoke.
+func (c *Cache[K, V]) Get(ctx context.Context, k K, live bool, load Loader[V]) (V, error) {
+	store := live
 	c.mu.Lock()
-	if e, ok := c.entries[k]; ok && c.now().Before(e.expires) {
+	if e, ok := c.entries[k]; ok && live && c.now().Before(e.expires) {
 		c.mu.Unlock()
 		return e.v, nil
 	}

@@ -72,15 +72,9 @@ func Serve(ctx context.Context, args []string) error {
 	defer cc.Close()
 	pol := policyid.New(cc)
 	var fol *policyid.Follower
-	ownReady := func() bool {
-		select {
-		case <-own.Ready():
-			return true
-		default:
-			return false
-		}
-	}
-	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return ownReady() && fol.Live() })
+	// Cached answers only while both streams are connected and caught up: roleset's own (role
+	// disabled on another replica) and policy's (membership, run end).
+	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
 	fol = policyid.NewFollower(pol, cache)
 	own.Subscribe(func(stream.Event) { cache.DropConns() })
 	eng := core.New(core.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)

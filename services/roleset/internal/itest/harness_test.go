@@ -352,14 +352,7 @@ func (e *env) start(opts ...func(*core.Config)) *replica {
 	own := stream.New(pool, stream.Options{PollInterval: 200 * time.Millisecond, PruneInterval: -1})
 	pol := policyid.New(dial(t, e.policyAddr))
 	r := &replica{stream: own, pool: pool}
-	cache := core.NewCache(time.Minute, 100_000, func() bool {
-		select {
-		case <-own.Ready():
-		default:
-			return false
-		}
-		return r.fol.Live()
-	})
+	cache := core.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
 	r.fol = policyid.NewFollower(pol, cache)
 	own.Subscribe(func(stream.Event) { cache.DropConns() })
 	ccfg := core.Config{InstanceID: e.instance, Keys: keys}
