@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -64,6 +65,9 @@ type Options struct {
 	OnListen func(grpcAddr, metricsAddr string)
 	// HealthInterval is how often readiness is re-checked once SERVING (default 5s).
 	HealthInterval time.Duration
+	// Flags, when set, are logged at start with their sources and secrets redacted
+	// (LogConfig), so an operator sees what a replica actually runs with.
+	Flags *flag.FlagSet
 }
 
 // Run serves until ctx is cancelled (SIGTERM via cli.Main) or a listener or background loop
@@ -85,6 +89,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	}
 	if cfg.Name != "" {
 		logger = logger.With("service", cfg.Name)
+	}
+	if opts.Flags != nil {
+		LogConfig(logger, opts.Flags)
 	}
 	reg := opts.Registry
 	if reg == nil {

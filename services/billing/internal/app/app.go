@@ -61,6 +61,8 @@ func (c *Config) Weights() (seats.Weights, error) {
 
 // Hooks let tests observe a running server.
 type Hooks struct {
+	// Flags are logged at start (pkg/server.Options.Flags).
+	Flags    *flag.FlagSet
 	OnListen func(grpcAddr, metricsAddr string)
 	// DialPolicy replaces server.Dial for policy (tests pointing at a stand-in).
 	DialPolicy func(ctx context.Context) (grpc.ClientConnInterface, error)
@@ -114,7 +116,8 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 	}
 
 	return server.Run(ctx, cfg.Config, server.Options{
-		Pool: pool,
+		Flags: hooks.Flags,
+		Pool:  pool,
 		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
 			cur, err := migrate.Current(ctx, pool)
 			return cur, expected, err

@@ -20,7 +20,7 @@ func Commands() []cli.Command {
 			if err := cli.ParseFlags(fs, args); err != nil {
 				return err
 			}
-			return Serve(ctx, cfg, Hooks{})
+			return Serve(ctx, cfg, Hooks{Flags: fs})
 		}},
 		{Name: "migrate", Usage: "apply billing's database migrations", Run: func(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("migrate", flag.ContinueOnError)

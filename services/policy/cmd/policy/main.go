@@ -31,7 +31,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeBilling.Close()
-	return app.Run(ctx, cfg, app.Options{SeatChecker: seats})
+	return app.Run(ctx, cfg, app.Options{SeatChecker: seats, Flags: fs})
 }
 
 func migrateCmd(ctx context.Context, args []string) error {

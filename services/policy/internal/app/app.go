@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -33,6 +34,8 @@ type Options struct {
 	JobTokenTTL time.Duration
 	// Stream tunes the listener.
 	Stream stream.Options
+	// Flags are logged at start (pkg/server.Options.Flags).
+	Flags *flag.FlagSet
 	// OnListen and Logger are passed to pkg/server.
 	OnListen func(grpcAddr, metricsAddr string)
 	Logger   *slog.Logger
@@ -102,7 +105,8 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 		return err
 	}
 	return server.Run(ctx, cfg, server.Options{
-		Pool: pool,
+		Flags: o.Flags,
+		Pool:  pool,
 		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
 			cur, err := migrate.Current(ctx, pool)
 			if err != nil {

@@ -85,7 +85,8 @@ func Serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return server.Run(ctx, cfg.Server, server.Options{
-		Pool: pool,
+		Flags: fs,
+		Pool:  pool,
 		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
 			cur, err := migrate.Current(ctx, pool)
 			return cur, expected, err
