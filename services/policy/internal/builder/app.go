@@ -3,6 +3,7 @@ package builder
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -94,7 +95,7 @@ func WalkApp(value []byte, policy []byte, lim Limits, opts AppOptions) (AppRepor
 		return AppReport{}, err
 	}
 	rep.Kind = appKind(vd)
-	if rep.NormalizedPolicy, err = normalizePolicy(pd, opts); err != nil {
+	if rep.NormalizedPolicy, err = normalizePolicy(pd, opts, rep.ExecutionMode); err != nil {
 		return AppReport{}, err
 	}
 	return rep, nil
@@ -318,11 +319,14 @@ func appKind(d *doc) AppKind {
 
 // normalizePolicy rewrites the policy with sandbox forced to true: the sandbox is what makes it
 // safe to publish a bundle nobody reviewed, since without it the bundle runs same-origin with
-// each viewer's session. Every other member is copied as written, in order.
-func normalizePolicy(d *doc, opts AppOptions) ([]byte, error) {
-	buf := make([]byte, 0, len(d.src)+20)
+// each viewer's session. It also pins execution_mode to the mode that was checked: the platform
+// keeps an update's omitted (or null) mode unchanged, so an operator updating an admin's
+// viewer-mode app without naming a mode would otherwise leave it in viewer mode, past the
+// viewer refusal. Every other member is copied as written, in order.
+func normalizePolicy(d *doc, opts AppOptions, mode string) ([]byte, error) {
+	buf := make([]byte, 0, len(d.src)+60)
 	buf = append(buf, '{')
-	sandbox := false
+	sandbox, pinned := false, false
 	for j, m := range d.elems(root) {
 		if j > 0 {
 			buf = append(buf, ',')
@@ -332,6 +336,9 @@ func normalizePolicy(d *doc, opts AppOptions) ([]byte, error) {
 		case k == "sandbox":
 			buf = append(buf, "true"...)
 			sandbox = true
+		case k == "execution_mode":
+			buf = strconv.AppendQuote(buf, mode)
+			pinned = true
 		case k == "frontend_sdk_scopes" && opts.StripSDKReadScopes && d.kindOf(m.val) == kArray:
 			buf = append(buf, '[')
 			n := 0
@@ -350,11 +357,17 @@ func normalizePolicy(d *doc, opts AppOptions) ([]byte, error) {
 			buf = d.writeRaw(buf, m.val)
 		}
 	}
-	if !sandbox {
-		if len(d.elems(root)) > 0 {
+	for _, add := range []struct {
+		done   bool
+		member string
+	}{{sandbox, `"sandbox":true`}, {pinned, `"execution_mode":` + strconv.Quote(mode)}} {
+		if add.done {
+			continue
+		}
+		if len(buf) > 1 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, `"sandbox":true`...)
+		buf = append(buf, add.member...)
 	}
 	return append(buf, '}'), nil
 }

@@ -325,8 +325,9 @@ func resolvePointer(doc any, ptr string) (any, bool) {
 	return cur, true
 }
 
-// assertNormalizedPolicy: valid JSON, sandbox true, every other member equal to the input's
-// except the stripped scopes.
+// assertNormalizedPolicy: valid JSON, sandbox true, execution_mode pinned (the input's, or
+// publisher where it was omitted or null), every other member equal to the input's except the
+// stripped scopes.
 func assertNormalizedPolicy(t *testing.T, policy, normalized []byte, strip bool) {
 	t.Helper()
 	var in, out map[string]any
@@ -336,14 +337,19 @@ func assertNormalizedPolicy(t *testing.T, policy, normalized []byte, strip bool)
 	require.NoError(t, json.Unmarshal(policy, &in))
 	require.NoError(t, json.Unmarshal(normalized, &out), string(normalized))
 	assert.Equal(t, true, out["sandbox"], "sandbox forced")
+	mode, _ := in["execution_mode"].(string)
+	if mode == "" {
+		mode = "publisher"
+	}
+	assert.Equal(t, mode, out["execution_mode"], "execution_mode pinned")
 	for k, v := range in {
-		if k == "sandbox" || (strip && k == "frontend_sdk_scopes") {
+		if k == "sandbox" || k == "execution_mode" || (strip && k == "frontend_sdk_scopes") {
 			continue
 		}
 		assert.Equal(t, v, out[k], "policy field %q must be preserved", k)
 	}
 	for k := range out {
-		if k == "sandbox" {
+		if k == "sandbox" || k == "execution_mode" {
 			continue
 		}
 		_, ok := in[k]
