@@ -254,29 +254,38 @@ func (w *appWalker) object(i int32, isEntry bool) error {
 		w.violate(ReasonInlineCode, w.p.with("inlineScript"), m.val, "inline script in the app value")
 	}
 	typ, _ := d.stringAt(i, "type")
+	_, hasContent := d.getNonNull(i, "content")
+	_, hasCode := d.getNonNull(i, "code")
 	if !w.isReported(i) {
-		_, hasContent := d.getNonNull(i, "content")
-		_, hasCode := d.getNonNull(i, "code")
 		_, hasLang := d.member(i, "language")
 		if (hasContent || hasCode) && (hasLang || typ == "runnableByName" || typ == "inline" || isEntry) {
 			w.violate(ReasonInlineCode, w.p.String(), i, "inline code in the app value")
 		}
 	}
 	// A raw app's runnables use {type:"path", runType, path}; low-code uses runnableByPath. A
-	// {type:"path"} elsewhere without runType is a theme reference, not a runnable.
+	// {type:"path"} elsewhere without runType is a theme reference, not a runnable. An entry of a
+	// runnables container that names a path and carries no code (code is refused above) counts
+	// whatever its type says (the CLI's file format writes {type:"script"|"flow"|"hubscript",
+	// path}): a shape the walk does not know must not hide a path from it.
 	_, hasRunType := d.getNonNull(i, "runType")
-	if typ != "runnableByPath" && !(typ == "path" && (hasRunType || isEntry)) {
-		return nil
-	}
 	pn, ok := d.getNonNull(i, "path")
 	if !ok {
 		return nil // nothing the bundle could resolve
+	}
+	if !(isEntry && !hasContent && !hasCode) && typ != "runnableByPath" && !(typ == "path" && (hasRunType || isEntry)) {
+		return nil
 	}
 	if d.kindOf(pn) != kString {
 		return &InputError{Doc: DocAppValue, Pointer: w.p.with("path"), Rule: "path must be a string"}
 	}
 	p := d.str(pn)
-	kind, hubRun := KindScript, false
+	kind, hubRun, hubField := KindScript, false, "type"
+	switch typ {
+	case "flow":
+		kind = KindFlow
+	case "hubscript":
+		hubRun = true
+	}
 	if rt, ok := d.getNonNull(i, "runType"); ok {
 		s := ""
 		if d.kindOf(rt) == kString {
@@ -284,8 +293,9 @@ func (w *appWalker) object(i int32, isEntry bool) error {
 		}
 		switch s {
 		case "script":
+			kind = KindScript
 		case "hubscript":
-			hubRun = true
+			hubRun, hubField = true, "runType"
 		case "flow":
 			kind = KindFlow
 		default:
@@ -296,7 +306,7 @@ func (w *appWalker) object(i int32, isEntry bool) error {
 	case strings.HasPrefix(p, "hub/"):
 		w.violate(ReasonHubPath, w.p.with("path"), pn, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
 	case hubRun:
-		w.violate(ReasonHubPath, w.p.with("runType"), pn, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
+		w.violate(ReasonHubPath, w.p.with(hubField), pn, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
 	}
 	w.rep.ValuePaths = append(w.rep.ValuePaths, RunnableRef{Kind: kind, Path: p, Pointer: w.p.String()})
 	return nil
