@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -60,6 +61,9 @@ type Identity struct {
 	Scopes    []string
 	JobID     string // for Job tokens: the run the token is bound to
 	TokenID   string // a non-secret id of the token (for logs, revocation), never the token
+	// ExpiresAt is when the token stops working (zero for the configured Superadmin and Service
+	// tokens): a token never mints one that outlives it.
+	ExpiresAt time.Time
 }
 
 // HasScope reports whether the token carries scope s (or ScopeAll). An Authenticator that

@@ -130,6 +130,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (auth.Id
 func identity(r *policyv1.AuthenticateResponse) auth.Identity {
 	id := auth.Identity{Workspace: r.GetWorkspace(), Username: r.GetUsername(), Email: r.GetEmail(),
 		Scopes: r.GetScopes(), JobID: r.GetJobId(), TokenID: r.GetTokenId()}
+	if r.GetExpiresAt().IsValid() {
+		id.ExpiresAt = r.GetExpiresAt().AsTime()
+	}
 	switch r.GetKind() {
 	case policyv1.TokenKind_TOKEN_KIND_USER:
 		id.Kind = auth.User

@@ -169,9 +169,9 @@ func TestCreateTokenRules(t *testing.T) {
 	r := startReplica(t, testdb.DSN(t))
 	workspaceWith(t, r, "a")
 	member(t, r, "a", "dev", policyv1.Role_ROLE_DEVELOPER)
+	exp := timestamppb.New(time.Now().Add(time.Hour)) // before the tokens below, which expire in an hour
 	dev := userToken(t, r, "a", "dev")
 	scoped := userToken(t, r, "a", "dev", "tokens:write", "jobs:run")
-	exp := timestamppb.New(time.Now().Add(time.Hour))
 	_, err := r.tok.CreateToken(as(dev), &policyv1.CreateTokenRequest{Workspace: "a", Username: "admin", ExpiresAt: exp})
 	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED)
 	_, err = r.tok.CreateToken(as(scoped), &policyv1.CreateTokenRequest{Workspace: "a", ExpiresAt: exp})
@@ -190,6 +190,16 @@ func TestCreateTokenRules(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.tok.RevokeToken(as(dev), &policyv1.RevokeTokenRequest{Workspace: "a", TokenId: adminTok.GetTokenId()})
 	requireCode(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+
+	// A token never mints one that outlives it (a leaked token cannot keep itself alive).
+	short, err := r.tok.CreateToken(admin, &policyv1.CreateTokenRequest{Workspace: "a", Username: "dev", ExpiresAt: exp})
+	require.NoError(t, err)
+	_, err = r.tok.CreateToken(as(short.GetToken()), &policyv1.CreateTokenRequest{Workspace: "a",
+		ExpiresAt: timestamppb.New(exp.AsTime().Add(time.Minute))})
+	requireCode(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
+	require.Contains(t, err.Error(), "expires_at")
+	_, err = r.tok.CreateToken(as(short.GetToken()), &policyv1.CreateTokenRequest{Workspace: "a", ExpiresAt: exp})
+	require.NoError(t, err, "up to its own expiry is fine")
 }
 
 // TestTokensNotStoredInClear reads the token table directly: no column holds the secret; the

@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/validate"
 	"github.com/millwright/millwright/services/policy/internal/authn"
 	"github.com/millwright/millwright/services/policy/internal/policy"
 	"github.com/millwright/millwright/services/policy/internal/store"
@@ -32,9 +35,16 @@ func (s *tokenServer) CreateToken(ctx context.Context, req *policyv1.CreateToken
 		return nil, denied(commonv1.ErrorReason_ERROR_REASON_MISSING_SCOPE,
 			"a scoped token can only create tokens with a subset of its scopes", map[string]string{"field": "scopes"})
 	}
+	exp := req.GetExpiresAt().AsTime()
+	// Nor one that outlives it: otherwise a leaked token could keep itself alive for good by
+	// minting its successor before it expires.
+	// (At the database's microsecond precision: a token may mint one with its own expiry.)
+	if !c.ID.ExpiresAt.IsZero() && exp.Truncate(time.Microsecond).After(c.ID.ExpiresAt) {
+		return nil, errs.InvalidField("expires_at", validate.RuleMax,
+			"expires_at must not be later than the expiry of the token that creates it ("+c.ID.ExpiresAt.UTC().Format(time.RFC3339)+")")
+	}
 	secret, digest := policy.NewSecret(policy.PrefixUser)
 	id := policy.NewTokenID()
-	exp := req.GetExpiresAt().AsTime()
 	err = s.h.Store.CreateUserToken(ctx, store.UserToken{ID: id, Digest: digest, Workspace: req.GetWorkspace(),
 		Username: who, Scopes: policy.Normalize(req.GetScopes()), Label: req.GetLabel(), ExpiresAt: exp})
 	if err != nil {

@@ -70,9 +70,9 @@ func Identity(t store.TokenIdentity) auth.Identity {
 			scopes = []string{auth.ScopeAll}
 		}
 		return auth.Identity{Kind: auth.User, Workspace: t.Workspace, Username: t.Username, Email: t.Email,
-			Scopes: scopes, TokenID: t.ID}
+			Scopes: scopes, TokenID: t.ID, ExpiresAt: t.ExpiresAt}
 	case store.TokenJob:
-		return auth.Identity{Kind: auth.Job, Workspace: t.Workspace, JobID: t.JobID, TokenID: t.ID}
+		return auth.Identity{Kind: auth.Job, Workspace: t.Workspace, JobID: t.JobID, TokenID: t.ID, ExpiresAt: t.ExpiresAt}
 	}
 	return auth.Identity{} // Kind 0: the server refuses it
 }
