@@ -98,7 +98,7 @@ func (s *runServer) ResultCacheKey(ctx context.Context, req *policyv1.ResultCach
 	if err != nil {
 		return nil, err
 	}
-	key, err := policy.ResultCacheKey(req.GetKind(), policy.Runnable{Hash: req.GetScriptHash(), Path: req.GetPath()},
+	key, err := policy.ResultCacheKey(run.Workspace, req.GetKind(), policy.Runnable{Hash: req.GetScriptHash(), Path: req.GetPath()},
 		[]byte(req.GetArgsJson()), run.Viewer)
 	if err != nil {
 		return nil, errs.InvalidField("args_json", "json_object", err.Error())

@@ -57,7 +57,7 @@ func TestCheckTags(t *testing.T) {
 func TestResultCacheKey(t *testing.T) {
 	alice, bob := "alice@x", "bob@x"
 	k := func(args string, viewer *string) string {
-		key, err := policy.ResultCacheKey("script", policy.Runnable{Path: "u/a/s"}, []byte(args), viewer)
+		key, err := policy.ResultCacheKey("w", "script", policy.Runnable{Path: "u/a/s"}, []byte(args), viewer)
 		require.NoError(t, err)
 		return key
 	}
@@ -69,7 +69,10 @@ func TestResultCacheKey(t *testing.T) {
 	// A viewer named like the no-viewer marker is still a viewer.
 	marker := "no-viewer"
 	require.NotEqual(t, k(`{}`, nil), k(`{}`, &marker))
-	_, err := policy.ResultCacheKey("script", policy.Runnable{Path: "u/a/s", Hash: "00000000000000a1"}, nil, nil)
+	other, err := policy.ResultCacheKey("w2", "script", policy.Runnable{Path: "u/a/s"}, []byte(`{"a":1}`), nil)
+	require.NoError(t, err)
+	require.NotEqual(t, k(`{"a":1}`, nil), other, "another workspace's run never shares a key")
+	_, err = policy.ResultCacheKey("w", "script", policy.Runnable{Path: "u/a/s", Hash: "00000000000000a1"}, nil, nil)
 	require.Error(t, err)
 	for _, bad := range []string{`[]`, `{"a":1,"a":1}`, `{"a":1} x`, `{`, `"s"`} {
 		_, err := policy.CanonicalArgs([]byte(bad))

@@ -75,14 +75,16 @@ type Runnable struct {
 
 // cacheKeyVersion is hashed first, so a change of the encoding below changes every key
 // instead of silently aliasing old ones.
-const cacheKeyVersion = "millwright/result-cache/v1"
+const cacheKeyVersion = "millwright/result-cache/v2"
 
-// ResultCacheKey is the result-cache key of a run: sha256 over the job kind, the runnable, the
-// args sorted by name (each value in canonical JSON) and the run's recorded viewer, as 64 hex.
-// Every field is length-prefixed, so no two different inputs share an encoding. Runs with no
-// viewer (viewer nil) share one key per computation; a run with a viewer never shares a key
-// with another viewer or with the no-viewer runs (spec: a cached result belongs to one viewer).
-func ResultCacheKey(kind string, r Runnable, argsJSON []byte, viewer *string) (string, error) {
+// ResultCacheKey is the result-cache key of a run: sha256 over the run's workspace, the job
+// kind, the runnable, the args sorted by name (each value in canonical JSON) and the run's
+// recorded viewer, as 64 hex. Every field is length-prefixed, so no two different inputs share
+// an encoding. Runs with no viewer (viewer nil) share one key per computation; a run with a
+// viewer never shares a key with another viewer or with the no-viewer runs (spec: a cached
+// result belongs to one viewer). The workspace is hashed in too, so that the key alone never
+// names another workspace's result, even where results were stored in one shared place.
+func ResultCacheKey(workspace, kind string, r Runnable, argsJSON []byte, viewer *string) (string, error) {
 	if (r.Hash == "") == (r.Path == "") {
 		return "", errors.New("exactly one of hash and path is required")
 	}
@@ -97,6 +99,7 @@ func ResultCacheKey(kind string, r Runnable, argsJSON []byte, viewer *string) (s
 		h.Write(b)
 	}
 	field([]byte(cacheKeyVersion))
+	field([]byte(workspace))
 	field([]byte(kind))
 	if r.Hash != "" {
 		field([]byte("hash"))

@@ -46,8 +46,8 @@ type RunServiceClient interface {
 	// FinishRun marks a run finished and revokes its job token on every replica (stream events
 	// "run" and "token"). Idempotent. Service token or superadmin.
 	FinishRun(ctx context.Context, in *FinishRunRequest, opts ...grpc.CallOption) (*FinishRunResponse, error)
-	// ResultCacheKey computes the result-cache key of a run: sha256 over the job kind, the
-	// runnable, the args sorted by name and the run's recorded viewer, so a cached result belongs
+	// ResultCacheKey computes the result-cache key of a run: sha256 over the run's workspace, the
+	// job kind, the runnable, the args sorted by name and the run's recorded viewer, so a cached result belongs
 	// to one viewer; runs with no viewer share one key. Service token, superadmin, or the job
 	// token itself.
 	ResultCacheKey(ctx context.Context, in *ResultCacheKeyRequest, opts ...grpc.CallOption) (*ResultCacheKeyResponse, error)
@@ -122,8 +122,8 @@ type RunServiceServer interface {
 	// FinishRun marks a run finished and revokes its job token on every replica (stream events
 	// "run" and "token"). Idempotent. Service token or superadmin.
 	FinishRun(context.Context, *FinishRunRequest) (*FinishRunResponse, error)
-	// ResultCacheKey computes the result-cache key of a run: sha256 over the job kind, the
-	// runnable, the args sorted by name and the run's recorded viewer, so a cached result belongs
+	// ResultCacheKey computes the result-cache key of a run: sha256 over the run's workspace, the
+	// job kind, the runnable, the args sorted by name and the run's recorded viewer, so a cached result belongs
 	// to one viewer; runs with no viewer share one key. Service token, superadmin, or the job
 	// token itself.
 	ResultCacheKey(context.Context, *ResultCacheKeyRequest) (*ResultCacheKeyResponse, error)
