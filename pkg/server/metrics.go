@@ -71,3 +71,19 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	}
 	return c, err
 }
+
+// CacheCollectors exports a cache's lookups as millwright_cache_lookups_total{cache=name,
+// result=hit|miss}; stats returns the running counts. The hit rate is what shows whether a
+// warm path stays warm (a rate near 0 with a live stream means entries are being dropped).
+func CacheCollectors(name string, stats func() (hits, misses uint64)) []prometheus.Collector {
+	counter := func(result string, pick func(h, m uint64) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "millwright_cache_lookups_total",
+			Help:        "Cache lookups, by cache and result (hit or miss; a lookup while the stream is not live is a miss).",
+			ConstLabels: prometheus.Labels{"cache": name, "result": result}},
+			func() float64 { return float64(pick(stats())) })
+	}
+	return []prometheus.Collector{
+		counter("hit", func(h, _ uint64) uint64 { return h }),
+		counter("miss", func(_, m uint64) uint64 { return m }),
+	}
+}

@@ -61,6 +61,8 @@ type Stream struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	live      atomic.Bool // a listener connection is up and has caught up
+	// reconnects and resyncs count listener connections lost and resyncs told (metrics).
+	reconnects, resyncs atomic.Int64
 
 	mu       sync.Mutex
 	subs     atomic.Pointer[[]*subscriber] // copy-on-write under mu; read lock-free by delivery
@@ -213,6 +215,7 @@ func (s *Stream) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		d := bo.next()
+		s.reconnects.Add(1)
 		s.log.Warn("stream listener lost its connection; reconnecting", "error", err, "retry_in", d)
 		if !sleep(ctx, d) {
 			return ctx.Err()
@@ -317,6 +320,7 @@ func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn) error {
 			}
 			s.log.Warn("stream listener fell behind the retention window; telling subscribers to resync",
 				"position", pos, "pruned_through", pruned, "head", head)
+			s.resyncs.Add(1)
 			s.deliver([]Event{{ID: head, Op: OpResync, CreatedAt: time.Now()}})
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/millwright/millwright/pkg/auth"
@@ -115,9 +116,15 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 		return err
 	}
 
+	reg := server.NewRegistry()
+	reg.MustRegister(own.Collectors("billing")...)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_projection_lag_events",
+		Help: "Events of policy's stream seen at its head but not yet applied to billing's projection."},
+		func() float64 { head, applied := consumer.Lag(); return float64(max(head-applied, 0)) }))
 	return server.Run(ctx, cfg.Config, server.Options{
-		Flags: hooks.Flags,
-		Pool:  pool,
+		Flags:    hooks.Flags,
+		Registry: reg,
+		Pool:     pool,
 		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
 			cur, err := migrate.Current(ctx, pool)
 			return cur, expected, err

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,7 +16,12 @@ type Cache[K comparable, V any] struct {
 	mu      sync.Mutex
 	entries map[K]entry[V]
 	gen     uint64 // bumped by every invalidation; a fill started under an older gen is dropped
+
+	hits, misses atomic.Uint64
 }
+
+// Stats returns how many lookups were answered from an entry and how many loaded (metrics).
+func (c *Cache[K, V]) Stats() (hits, misses uint64) { return c.hits.Load(), c.misses.Load() }
 
 type entry[V any] struct {
 	v       V
@@ -48,8 +54,10 @@ func (c *Cache[K, V]) Get(ctx context.Context, k K, live bool, load Loader[V]) (
 	c.mu.Lock()
 	if e, ok := c.entries[k]; ok && live && c.now().Before(e.expires) {
 		c.mu.Unlock()
+		c.hits.Add(1)
 		return e.v, nil
 	}
+	c.misses.Add(1)
 	gen := c.gen
 	c.mu.Unlock()
 

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/cli"
@@ -77,6 +79,7 @@ func Serve(ctx context.Context, args []string) error {
 	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
 	fol = policyid.NewFollower(pol, cache)
 	own.Subscribe(func(stream.Event) { cache.DropConns() })
+	var sweeps SweepCounts
 	eng := core.New(core.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
 	defer eng.Close()
 	h := &api.Server{Engine: eng, Stream: own}
@@ -84,9 +87,14 @@ func Serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	reg := server.NewRegistry()
+	reg.MustRegister(own.Collectors("roleset")...)
+	reg.MustRegister(server.CacheCollectors("roleset_connections", cache.ConnStats)...)
+	reg.MustRegister(sweepCollectors(&sweeps)...)
 	return server.Run(ctx, cfg.Server, server.Options{
-		Flags: fs,
-		Pool:  pool,
+		Flags:    fs,
+		Registry: reg,
+		Pool:     pool,
 		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
 			cur, err := migrate.Current(ctx, pool)
 			return cur, expected, err
@@ -98,19 +106,42 @@ func Serve(ctx context.Context, args []string) error {
 		Background: []func(context.Context) error{
 			own.Run,
 			fol.Run,
-			func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default()) },
+			func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default(), &sweeps) },
 		},
 	})
 }
 
+// SweepCounts are the monitor loop's running totals (metrics).
+type SweepCounts struct{ Runs, Failed, Dropped, Resumed atomic.Int64 }
+
+func sweepCollectors(c *SweepCounts) []prometheus.Collector {
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v.Load()) })
+	}
+	return []prometheus.Collector{
+		counter("millwright_roleset_sweeps_total", "Sweeps run by the monitor loop.", &c.Runs),
+		counter("millwright_roleset_sweep_failures_total", "Sweeps of the monitor loop that returned an error.", &c.Failed),
+		counter("millwright_roleset_sweep_dropped_total", "Set logins the monitor loop's sweeps dropped (unused for 30 days).", &c.Dropped),
+		counter("millwright_roleset_sweep_resumed_total", "Interrupted retires the monitor loop's sweeps finished.", &c.Resumed),
+	}
+}
+
 // Monitor runs the sweep (which also reconciles and finishes interrupted retires) every
-// interval, on every replica: it is safe concurrently.
-func Monitor(ctx context.Context, eng *core.Engine, every time.Duration, log *slog.Logger) error {
+// interval, on every replica: it is safe concurrently. counts, if not nil, gets its totals.
+func Monitor(ctx context.Context, eng *core.Engine, every time.Duration, log *slog.Logger, counts *SweepCounts) error {
+	if counts == nil {
+		counts = &SweepCounts{}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		res, err := eng.Sweep(ctx)
+		counts.Runs.Add(1)
+		counts.Dropped.Add(res.Dropped)
+		counts.Resumed.Add(res.Resumed)
 		if err != nil && !errors.Is(err, context.Canceled) {
+			counts.Failed.Add(1)
 			log.Warn("roleset: sweep", "err", err)
 		} else if res.Dropped+res.Resumed > 0 {
 			log.Info("roleset: sweep", "dropped", res.Dropped, "resumed", res.Resumed)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
@@ -27,7 +28,12 @@ type Cache struct {
 	conns     map[string]*connEntry
 	live      func() bool
 	now       func() time.Time
+
+	connHits, connMisses atomic.Uint64
 }
+
+// ConnStats returns how many connection lookups (the warm path) hit and missed (metrics).
+func (c *Cache) ConnStats() (hits, misses uint64) { return c.connHits.Load(), c.connMisses.Load() }
 
 type runEntry struct {
 	run Run
@@ -124,8 +130,10 @@ func (c *Cache) Conn(key string) (Connection, bool, bool) {
 	e, ok := c.conns[key]
 	now := c.now()
 	if !ok || now.After(e.exp) || !c.live() {
+		c.connMisses.Add(1)
 		return Connection{}, false, false
 	}
+	c.connHits.Add(1)
 	stale := e.conn.Kind == KindRoleSet && now.Sub(e.touched) > touchEvery
 	if stale {
 		e.touched = now // one writer per entry per day
