@@ -53,7 +53,8 @@ type MemberChange struct {
 }
 
 // CheckMember is CheckBuilderEnable for a member change (a new developer, an operator
-// promoted, a member re-enabled).
+// promoted, a member re-enabled), priced by billing's CheckSeatCap: m is the member as policy
+// is about to write it. The refusal is the same as builder-on's (Refusal).
 func (c *Checker) CheckMember(ctx context.Context, m MemberChange, streamPos int64) error {
 	resp, err := c.client.CheckSeatCap(ctx, &billingv1.CheckSeatCapRequest{
 		Change: &billingv1.CheckSeatCapRequest_Member{Member: &billingv1.MemberChange{
@@ -69,8 +70,8 @@ func (c *Checker) CheckMember(ctx context.Context, m MemberChange, streamPos int
 		return nil
 	}
 	return Refusal(resp.GetBefore(), resp.GetAfter(), resp.GetCapSeats(),
-		fmt.Sprintf("this member change takes seat usage from %s to %s, over the cap of %d seats",
-			resp.GetBefore().GetSeats(), resp.GetAfter().GetSeats(), resp.GetCapSeats()))
+		fmt.Sprintf("this change to member %s of %s takes seat usage from %s to %s, over the cap of %d seats",
+			m.Username, m.Workspace, resp.GetBefore().GetSeats(), resp.GetAfter().GetSeats(), resp.GetCapSeats()))
 }
 
 // Refusal is the status for a change over the cap: FailedPrecondition (HTTP 409 through the

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,12 +45,19 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestPolicyRefusesBuilderOverCap runs the real policy service and the real billing service
-// against each other: billing follows policy's stream and snapshot, policy's
-// UpdateOperatorSettings asks billing before committing builder-on, and over the cap it
-// refuses with FailedPrecondition SEAT_CAP_EXCEEDED carrying before / after / cap (the
-// gateway maps that code to 409).
-func TestPolicyRefusesBuilderOverCap(t *testing.T) {
+// pair is the real policy binary and the real billing server against each other: billing
+// follows policy's stream and snapshot, and policy asks billing (--billing-addr) to price
+// every change that may add seats before committing it.
+type pair struct {
+	ws   policyv1.WorkspaceServiceClient
+	set  policyv1.SettingsServiceClient
+	bill billingv1.BillingServiceClient
+	// stopBilling stops billing (idempotent; also run at cleanup).
+	stopBilling func()
+}
+
+func startPair(t *testing.T) *pair {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
 	}
@@ -95,7 +104,7 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 			rows.Close()
 		}
 	})
-	bctx, stopBilling := context.WithCancel(ctx)
+	bctx, cancelBilling := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- app.Serve(bctx, app.Config{
@@ -105,22 +114,66 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 			PolicyAddr: policyAddr, AuthorWeight: "1", OperatorWeight: "0.5", FreshnessBound: 5 * time.Second,
 		}, app.Hooks{})
 	}()
-	t.Cleanup(func() { stopBilling(); <-done })
+	var once sync.Once
+	stopBilling := func() { once.Do(func() { cancelBilling(); <-done }) }
+	t.Cleanup(stopBilling)
 
 	pcc, err := server.Dial(ctx, policyAddr, adminToken)
 	require.NoError(t, err)
-	defer pcc.Close()
+	t.Cleanup(func() { pcc.Close() })
 	bcc, err := server.Dial(ctx, billingAddr, adminToken)
 	require.NoError(t, err)
-	defer bcc.Close()
-	ws, set := policyv1.NewWorkspaceServiceClient(pcc), policyv1.NewSettingsServiceClient(pcc)
-	bill := billingv1.NewBillingServiceClient(bcc)
+	t.Cleanup(func() { bcc.Close() })
+	p := &pair{ws: policyv1.NewWorkspaceServiceClient(pcc), set: policyv1.NewSettingsServiceClient(pcc),
+		bill: billingv1.NewBillingServiceClient(bcc), stopBilling: stopBilling}
+	require.Eventually(t, func() bool {
+		_, err := p.bill.GetSeatUsage(ctx, &billingv1.GetSeatUsageRequest{})
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "billing did not come up")
+	return p
+}
+
+// seatsAre waits until billing, following policy's stream, counts want seats.
+func (p *pair) seatsAre(t *testing.T, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		u, err := p.bill.GetSeatUsage(context.Background(), &billingv1.GetSeatUsageRequest{})
+		return err == nil && u.GetUsage().GetSeats() == want
+	}, 30*time.Second, 20*time.Millisecond, "billing did not follow policy's stream to %s seats", want)
+}
+
+func (p *pair) setCap(t *testing.T, seats int64) {
+	t.Helper()
+	_, err := p.bill.SetSeatCap(context.Background(), &billingv1.SetSeatCapRequest{Seats: seats})
+	require.NoError(t, err)
+}
+
+// requireSeatCapExceeded asserts policy's refusal: FailedPrecondition, SEAT_CAP_EXCEEDED, the
+// numbers in the ErrorInfo metadata.
+func requireSeatCapExceeded(t *testing.T, err error, before, after, capSeats string) {
+	t.Helper()
+	require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	reason, ok := errs.Reason(err)
+	require.True(t, ok)
+	require.Equal(t, commonv1.ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED, reason)
+	require.Equal(t, map[string]string{"before": before, "after": after, "cap": capSeats}, errs.Infos(err)[0].GetMetadata())
+}
+
+// TestPolicyRefusesBuilderOverCap runs the real policy service and the real billing service
+// against each other: billing follows policy's stream and snapshot, policy's
+// UpdateOperatorSettings asks billing before committing builder-on, and over the cap it
+// refuses with FailedPrecondition SEAT_CAP_EXCEEDED carrying before / after / cap (the
+// gateway maps that code to 409).
+func TestPolicyRefusesBuilderOverCap(t *testing.T) {
+	pp := startPair(t)
+	ctx := context.Background()
+	ws, set, bill := pp.ws, pp.set, pp.bill
 
 	require.Eventually(t, func() bool {
 		_, err := ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: "acme", Name: "Acme", AdminEmail: "boss@acme.test", AdminUsername: "boss"})
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond, "policy did not come up")
-	_, err = ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: "ops", Name: "Ops", AdminEmail: "boss@acme.test", AdminUsername: "boss"})
+	_, err := ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: "ops", Name: "Ops", AdminEmail: "boss@acme.test", AdminUsername: "boss"})
 	require.NoError(t, err)
 	members := []*policyv1.UpsertMemberRequest{
 		{Workspace: "acme", Username: "dev", Email: "dev@acme.test", Role: policyv1.Role_ROLE_DEVELOPER},
@@ -145,11 +198,7 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 
 	builderOn := &policyv1.UpdateOperatorSettingsRequest{Workspace: "ops", Patch: &policyv1.OperatorSettingsPatch{Builder: proto.Bool(true)}}
 	_, err = set.UpdateOperatorSettings(ctx, builderOn)
-	require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
-	reason, ok := errs.Reason(err)
-	require.True(t, ok)
-	require.Equal(t, commonv1.ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED, reason)
-	require.Equal(t, map[string]string{"before": "3", "after": "4", "cap": "3"}, errs.Infos(err)[0].GetMetadata())
+	requireSeatCapExceeded(t, err, "3", "4", "3")
 	got, err := set.GetOperatorSettings(ctx, &policyv1.GetOperatorSettingsRequest{Workspace: "ops"})
 	require.NoError(t, err)
 	require.False(t, got.GetSettings().GetBuilder(), "the refused change must not be committed")
@@ -174,6 +223,8 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 
 	// Two workspaces enabled at the same moment, each affordable alone, not both: policy
 	// serializes builder-on changes, so the second is priced after the first and refused.
+	// (No cap while their operators are added: new members are priced too.)
+	pp.setCap(t, 0)
 	for _, w := range []string{"w1", "w2"} {
 		_, err := ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: w, Name: w, AdminEmail: "boss@acme.test", AdminUsername: "boss"})
 		require.NoError(t, err)
@@ -210,4 +261,134 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 	}
 	require.Equal(t, 1, allowed, "exactly one of two concurrent builder-on changes fits under the cap")
 	require.Equal(t, 1, refused)
+}
+
+// TestPolicyRefusesMemberOverCap: member writes that may add seats (a new developer or
+// operator, an operator promoted, a disabled member re-enabled, an operator added to a builder
+// workspace, a new workspace's first admin) are priced by billing before policy commits them,
+// and refused over the cap exactly like builder-on; changes that cost nothing pass at the cap;
+// two concurrent adds that fit only one at a time cannot both pass; and changes that cannot add
+// seats never ask billing (they succeed with billing stopped, while an add fails closed).
+func TestPolicyRefusesMemberOverCap(t *testing.T) {
+	pp := startPair(t)
+	ctx := context.Background()
+	ws := pp.ws
+	dev, op := policyv1.Role_ROLE_DEVELOPER, policyv1.Role_ROLE_OPERATOR
+	upsert := func(w, user, email string, role policyv1.Role, disabled bool) error {
+		_, err := ws.UpsertMember(ctx, &policyv1.UpsertMemberRequest{Workspace: w, Username: user, Email: email,
+			Role: role, Disabled: disabled})
+		return err
+	}
+	create := func(w, admin, email string) error {
+		_, err := ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: w, Name: w, AdminEmail: email, AdminUsername: admin})
+		return err
+	}
+	// policyState is every member and builder flag with the stream position: a refused change
+	// must leave all of it, the position included, as it was.
+	policyState := func() *policyv1.GetMembershipSnapshotResponse {
+		snap, err := ws.GetMembershipSnapshot(ctx, &policyv1.GetMembershipSnapshotRequest{})
+		require.NoError(t, err)
+		return snap
+	}
+
+	require.Eventually(t, func() bool { return create("acme", "boss", "boss@acme.test") == nil },
+		30*time.Second, 100*time.Millisecond, "policy did not come up")
+	require.NoError(t, create("ops", "boss", "boss@acme.test"))
+	for _, m := range []struct {
+		w, user, email string
+		role           policyv1.Role
+		disabled       bool
+	}{
+		{"acme", "dev", "dev@acme.test", dev, false},
+		{"acme", "demo", "demo@acme.test", dev, false},
+		{"acme", "op1", "op1@acme.test", op, false},
+		{"acme", "op2", "op2@acme.test", op, false},
+		{"acme", "off", "off@acme.test", dev, true},
+		// dev authors in acme: as an operator of ops, even with builder on, they cost nothing.
+		{"ops", "dev", "DEV@acme.test", op, false},
+	} {
+		require.NoError(t, upsert(m.w, m.user, m.email, m.role, m.disabled))
+	}
+	_, err := pp.set.UpdateOperatorSettings(ctx, &policyv1.UpdateOperatorSettingsRequest{Workspace: "ops",
+		Patch: &policyv1.OperatorSettingsPatch{Builder: proto.Bool(true)}})
+	require.NoError(t, err)
+	// boss 1 + dev 1 + demo 1 + op1 0.5 + op2 0.5 = 4 seats; the cap is at the count.
+	pp.seatsAre(t, "4")
+	pp.setCap(t, 4)
+
+	refusals := []struct {
+		name   string
+		change func() error
+		after  string
+	}{
+		{"a new developer", func() error { return upsert("acme", "new", "new@acme.test", dev, false) }, "5"},
+		{"a new operator", func() error { return upsert("acme", "new", "new@acme.test", op, false) }, "4.5"},
+		{"an operator promoted", func() error { return upsert("acme", "op1", "op1@acme.test", dev, false) }, "4.5"},
+		{"a disabled developer re-enabled", func() error { return upsert("acme", "off", "off@acme.test", dev, false) }, "5"},
+		{"an operator added to a builder workspace", func() error { return upsert("ops", "new", "new@acme.test", op, false) }, "5"},
+		{"a new workspace with a new admin", func() error { return create("lab", "chief", "chief@acme.test") }, "5"},
+	}
+	for _, tt := range refusals {
+		t.Run("refused: "+tt.name, func(t *testing.T) {
+			before := policyState()
+			requireSeatCapExceeded(t, tt.change(), "4", tt.after, "4")
+			require.True(t, proto.Equal(before, policyState()), "the refused change wrote nothing")
+		})
+	}
+
+	t.Run("allowed at the cap: changes that cost nothing", func(t *testing.T) {
+		// boss already authors: a new workspace of theirs is free.
+		require.NoError(t, create("lab", "boss", "boss@acme.test"))
+		// dev already authors in acme: a developer in lab under the same email is free.
+		require.NoError(t, upsert("lab", "dev", "Dev@Acme.test", dev, false))
+		// ...and so is promoting their operator membership of ops.
+		require.NoError(t, upsert("ops", "dev", "DEV@acme.test", dev, false))
+		pp.seatsAre(t, "4")
+	})
+
+	t.Run("two concurrent adds at cap-1: exactly one passes", func(t *testing.T) {
+		pp.setCap(t, 5)
+		results := make(chan error, 2)
+		for _, w := range []string{"acme", "lab"} { // two workspaces: only the seat lock orders them
+			go func() { results <- upsert(w, "c-"+w, "c-"+w+"@acme.test", dev, false) }()
+		}
+		var allowed, refused int
+		for range 2 {
+			switch err := <-results; status.Code(err) {
+			case codes.OK:
+				allowed++
+			case codes.FailedPrecondition:
+				requireSeatCapExceeded(t, err, "5", "6", "5")
+				refused++
+			default:
+				t.Fatalf("unexpected answer: %v", err)
+			}
+		}
+		require.Equal(t, 1, allowed, "exactly one of two concurrent adds fits under the cap")
+		require.Equal(t, 1, refused)
+		pp.seatsAre(t, "5")
+		var added int
+		for _, m := range policyState().GetMembers() {
+			if strings.HasPrefix(m.GetUsername(), "c-") {
+				added++
+			}
+		}
+		require.Equal(t, 1, added, "the refused add was not written")
+	})
+
+	t.Run("changes that cannot add seats do not ask billing", func(t *testing.T) {
+		pp.stopBilling()
+		require.NoError(t, upsert("acme", "demo", "demo@acme.test", op, false), "demoting")
+		require.NoError(t, upsert("acme", "op2", "op2@acme.test", op, true), "disabling")
+		require.NoError(t, upsert("acme", "dev", "dev@acme.test", dev, false), "re-saving unchanged")
+		_, err := ws.RemoveMember(ctx, &policyv1.RemoveMemberRequest{Workspace: "acme", Username: "op1"})
+		require.NoError(t, err, "removing")
+		// A change that may add seats fails closed while billing cannot price it: policy
+		// answers Unavailable after its bounded wait for billing (pkg/server.UpstreamWait), or
+		// this client's own equal bound ends first (DeadlineExceeded). Either way: not written.
+		before := policyState()
+		err = upsert("acme", "late", "late@acme.test", dev, false)
+		require.Contains(t, []codes.Code{codes.Unavailable, codes.DeadlineExceeded}, status.Code(err), "%v", err)
+		require.True(t, proto.Equal(before, policyState()), "the unpriced change wrote nothing")
+	})
 }

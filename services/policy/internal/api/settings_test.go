@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/millwright/millwright/pkg/billingclient"
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
@@ -118,6 +119,14 @@ type fakeSeats struct {
 	mu    sync.Mutex
 	calls []int64
 	err   error
+	// CheckMember: the changes priced, at which stream position, and the answer.
+	members   []memberCheck
+	memberErr error
+}
+
+type memberCheck struct {
+	change billingclient.MemberChange
+	pos    int64
 }
 
 func (f *fakeSeats) CheckBuilderEnable(_ context.Context, _ string, pos int64) error {
@@ -125,6 +134,26 @@ func (f *fakeSeats) CheckBuilderEnable(_ context.Context, _ string, pos int64) e
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, pos)
 	return f.err
+}
+
+// memberChecks returns a copy of the CheckMember calls so far.
+func (f *fakeSeats) memberChecks() []memberCheck {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]memberCheck(nil), f.members...)
+}
+
+func (f *fakeSeats) setMemberErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.memberErr = err
+}
+
+func (f *fakeSeats) CheckMember(_ context.Context, m billingclient.MemberChange, pos int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.members = append(f.members, memberCheck{change: m, pos: pos})
+	return f.memberErr
 }
 
 func TestSeatCheckerGuardsBuilderEnable(t *testing.T) {

@@ -17,8 +17,9 @@ func (s *workspaceServer) CreateWorkspace(ctx context.Context, req *policyv1.Cre
 	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
 		return nil, err
 	}
-	err := s.h.Store.CreateWorkspace(ctx, req.GetWorkspace(), req.GetName(),
-		store.Member{Username: req.GetAdminUsername(), Email: req.GetAdminEmail()})
+	first := store.Member{Workspace: req.GetWorkspace(), Username: req.GetAdminUsername(),
+		Email: req.GetAdminEmail(), Role: policy.RoleAdmin}
+	err := s.h.Store.CreateWorkspace(ctx, req.GetWorkspace(), req.GetName(), first, s.h.Settings.MemberCheck(first))
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -30,8 +31,9 @@ func (s *workspaceServer) UpsertMember(ctx context.Context, req *policyv1.Upsert
 		return nil, err
 	}
 	role, _ := roleFromProto(req.GetRole())
-	m, err := s.h.Store.UpsertMember(ctx, store.Member{Workspace: req.GetWorkspace(), Username: req.GetUsername(),
-		Email: req.GetEmail(), Role: role, Disabled: req.GetDisabled()})
+	m := store.Member{Workspace: req.GetWorkspace(), Username: req.GetUsername(),
+		Email: req.GetEmail(), Role: role, Disabled: req.GetDisabled()}
+	m, err := s.h.Store.UpsertMember(ctx, m, s.h.Settings.MemberCheck(m))
 	if err != nil {
 		return nil, mapErr(err)
 	}

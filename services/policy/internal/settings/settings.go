@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/millwright/millwright/pkg/billingclient"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/policy/internal/cache"
 	"github.com/millwright/millwright/services/policy/internal/policy"
@@ -13,12 +14,15 @@ import (
 // DefaultTTL is the builder-flag cache lifetime (spec: 60 s cache).
 const DefaultTTL = 60 * time.Second
 
-// SeatChecker prices turning builder rights on (billing wires it). streamPos is the policy
-// stream position the decision must reflect: the projection answering it must have applied at
-// least that event. A non-nil error refuses the change and is returned to the caller as is
-// (a status error such as SEAT_CAP_EXCEEDED, or a failure to decide).
+// SeatChecker prices changes that may add seats (billing wires it, pkg/billingclient):
+// turning builder rights on, and writing a member (a new developer, an operator promoted, a
+// member re-enabled). streamPos is the policy stream position the decision must reflect: the
+// projection answering it must have applied at least that event. A non-nil error refuses the
+// change and is returned to the caller as is (a status error such as SEAT_CAP_EXCEEDED, or a
+// failure to decide).
 type SeatChecker interface {
 	CheckBuilderEnable(ctx context.Context, workspace string, streamPos int64) error
+	CheckMember(ctx context.Context, m billingclient.MemberChange, streamPos int64) error
 }
 
 // Store is what the service needs from the database.
@@ -96,6 +100,19 @@ func (s *Service) Update(ctx context.Context, ws string, patch policy.SettingsPa
 	}
 	s.cache.Invalidate(ws)
 	return ch, nil
+}
+
+// MemberCheck is the seat check of writing member m, for the store's member writes
+// (store.UpsertMember, store.CreateWorkspace), which call it inside their transaction, under the
+// seat lock and at the stream head, only when the write may add seats. nil when no seat checker
+// is configured (development only: no cap to price), as for builder-on in Update.
+func (s *Service) MemberCheck(m store.Member) func(ctx context.Context, head int64) error {
+	if s.seats == nil {
+		return nil
+	}
+	change := billingclient.MemberChange{Workspace: m.Workspace, Username: m.Username, Email: m.Email,
+		Role: string(m.Role), Disabled: m.Disabled}
+	return func(ctx context.Context, head int64) error { return s.seats.CheckMember(ctx, change, head) }
 }
 
 // OnEvent is the stream subscriber: a "settings" event drops that workspace's entry; a resync

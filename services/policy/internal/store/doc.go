@@ -4,5 +4,7 @@
 // tenancy, sets it on the transaction and switches to a role subject to row-level security, so
 // "readable by this caller" is the database's single policy, checked for a whole list of paths
 // in one query. Writes that guard an invariant (the last enabled admin) serialize on the
-// workspace row; every change reaches the invalidation stream through table triggers.
+// workspace row; writes that may add seats (builder on, member writes) are priced by billing
+// inside their transaction under one advisory lock (checkSeats, seats.go); every change
+// reaches the invalidation stream through table triggers.
 package store

@@ -5,7 +5,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/policy/internal/policy"
 )
 
@@ -37,20 +36,15 @@ type OperatorSettingsChange struct {
 // check first: this is the only statement that writes operator_settings.
 //
 // enable, when not nil, is called inside the transaction when the change turns builder on, with
-// the stream head: an error from it aborts the change. Builder-on changes are serialized by one
-// advisory lock taken before the head is read, so two workspaces enabled at the same moment are
-// priced one after the other, the second seeing the first (a check-then-commit race would let
-// both pass the seat cap together).
+// the stream head: an error from it aborts the change. It runs through checkSeats, the priced
+// path every seat-adding change shares (member writes too): one advisory lock taken before the
+// head is read, so two changes made at the same moment are priced one after the other, the
+// second seeing the first (a check-then-commit race would let both pass the seat cap together).
 func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch,
 	enable func(ctx context.Context, head int64) error) (OperatorSettingsChange, error) {
 	var ch OperatorSettingsChange
 	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
 		ch = OperatorSettingsChange{}
-		if on, set := patch["builder"]; set && on && enable != nil {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, builderEnableLock); err != nil {
-				return err
-			}
-		}
 		var raw []byte
 		err := tx.QueryRow(ctx, `SELECT operator_settings FROM workspace_settings WHERE workspace_id = $1 FOR UPDATE`, ws).Scan(&raw)
 		if errNoRows(err) {
@@ -78,20 +72,9 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch pol
 			return nil
 		}
 		if !ch.Before.Builder && ch.After.Builder {
-			if enable != nil {
-				// Read committed: this statement sees every builder change committed before
-				// the lock was granted, so billing is asked to be at least that fresh.
-				head, err := stream.Head(ctx, tx)
-				if err != nil {
-					return err
-				}
-				if err := enable(ctx, head); err != nil {
-					return err
-				}
-			}
 			// The builder guard trigger (migration 00003) refuses builder-on writes that did
-			// not come through here. With no seat checker configured there is no cap to price.
-			if _, err := tx.Exec(ctx, `SELECT set_config('millwright.builder_enable_checked', $1, true)`, ws); err != nil {
+			// not come through here.
+			if err := checkSeats(ctx, tx, enable, builderGuard, ws); err != nil {
 				return err
 			}
 		}
@@ -106,6 +89,3 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch pol
 	err = s.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM stream_outbox WHERE kind = 'settings' AND workspace = $1`, ws).Scan(&ch.Position)
 	return ch, err
 }
-
-// builderEnableLock serializes builder-on changes across replicas (see UpdateOperatorSettings).
-const builderEnableLock int64 = 0x6d77_6275_696c_6472 // "mwbuildr"

@@ -25,8 +25,8 @@ func fixture(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	s := store.New(testdb.Pool(t))
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}))
-	require.NoError(t, s.CreateWorkspace(ctx, "other", "Other", store.Member{Username: "admin", Email: "admin@x"}))
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	require.NoError(t, s.CreateWorkspace(ctx, "other", "Other", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	for _, m := range []store.Member{
 		{Username: "owner", Role: policy.RoleDeveloper},
 		{Username: "freader", Role: policy.RoleOperator},
@@ -38,7 +38,7 @@ func fixture(t *testing.T) *store.Store {
 		{Username: "disabled", Role: policy.RoleOperator, Disabled: true},
 	} {
 		m.Workspace, m.Email = "w", m.Username+"@x"
-		_, err := s.UpsertMember(ctx, m)
+		_, err := s.UpsertMember(ctx, m, nil)
 		require.NoError(t, err)
 	}
 	_, err := s.UpsertGroup(ctx, "w", "writers", []string{"fwriter"})
@@ -158,7 +158,7 @@ func TestRLSFailsClosed(t *testing.T) {
 	pool := testdb.Pool(t)
 	s := store.New(pool)
 	ctx := context.Background()
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}))
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/admin/f"}))
 	for name, setup := range map[string]string{
 		"nothing set":    ``,
@@ -189,8 +189,8 @@ func TestBuilderOnOnlyThroughTheCheckedPath(t *testing.T) {
 	pool := testdb.Pool(t)
 	s := store.New(pool)
 	ctx := context.Background()
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}))
-	require.NoError(t, s.CreateWorkspace(ctx, "v", "V", store.Member{Username: "admin", Email: "admin@x"}))
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	require.NoError(t, s.CreateWorkspace(ctx, "v", "V", store.Member{Username: "admin", Email: "admin@x"}, nil))
 
 	for name, sql := range map[string]string{
 		"raw update":              `UPDATE workspace_settings SET operator_settings = '{"builder": true}' WHERE workspace_id = 'w'`,

@@ -21,8 +21,24 @@ type Member struct {
 
 // CreateWorkspace creates a workspace, its first admin and its (empty) settings row, so that
 // every later settings change is an UPDATE the trigger sees.
-func (s *Store) CreateWorkspace(ctx context.Context, ws, name string, admin Member) error {
+//
+// The first admin is a member write that may add seats (a new email is a new author), so it is
+// priced like UpsertMember: check, when not nil, is called through checkSeats before anything
+// is written, and an error from it aborts the creation. An existing workspace answers
+// ErrAlreadyExists without asking (loading the same workspace again is not a seat change).
+func (s *Store) CreateWorkspace(ctx context.Context, ws, name string, admin Member,
+	check func(ctx context.Context, head int64) error) error {
 	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workspace WHERE id = $1)`, ws).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return policy.ErrAlreadyExists
+		}
+		if err := checkSeats(ctx, tx, check, memberGuard, ws+"/"+admin.Username); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO workspace (id, name) VALUES ($1, $2)`, ws, name); err != nil {
 			if isUnique(err, "") {
 				return policy.ErrAlreadyExists
@@ -46,10 +62,29 @@ func countEnabledAdmins(ctx context.Context, tx pgx.Tx, ws string) (int, error) 
 
 // UpsertMember inserts or updates a member. Refused (ErrLastAdmin) when it would leave the
 // workspace without an enabled admin.
-func (s *Store) UpsertMember(ctx context.Context, m Member) (Member, error) {
+//
+// A write that may add seats (member_may_add_seats, migration 00004: a new or re-enabled
+// member, another email, an operator promoted) is priced first: check, when not nil, is called
+// through checkSeats (the seat lock, then the stream head) and an error from it aborts the
+// write. Writes that cannot add seats (disabling, demoting, re-saving) never call it.
+func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx context.Context, head int64) error) (Member, error) {
 	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
 		if err := lockWorkspace(ctx, tx, m.Workspace); err != nil {
 			return err
+		}
+		// Under the workspace lock no other writer changes this member before commit, so the
+		// row read here is the row the write replaces.
+		var adds bool
+		if err := tx.QueryRow(ctx, `
+			SELECT member_may_add_seats(o.email, o.role, o.disabled, $3, $4, $5)
+			FROM (VALUES (1)) AS one LEFT JOIN member o ON o.workspace_id = $1 AND o.username = $2`,
+			m.Workspace, m.Username, m.Email, string(m.Role), m.Disabled).Scan(&adds); err != nil {
+			return err
+		}
+		if adds {
+			if err := checkSeats(ctx, tx, check, memberGuard, m.Workspace+"/"+m.Username); err != nil {
+				return err
+			}
 		}
 		_, err := tx.Exec(ctx, `
 			INSERT INTO member (workspace_id, username, email, role, disabled) VALUES ($1, $2, $3, $4, $5)
