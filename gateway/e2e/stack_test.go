@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -70,6 +71,23 @@ func TestLocalStack(t *testing.T) {
 	require.NotEmpty(t, doc["paths"])
 
 	demo := checkDemo(t, st)
+
+	// The runbook's signals are on each service's /metrics (docs/operations.md).
+	for i, want := range [][]string{
+		{`millwright_stream_live{stream="policy"} 1`, `millwright_cache_lookups_total{cache="builder_flags",result="hit"}`,
+			`millwright_cache_lookups_total{cache="tokens",result="miss"}`, `millwright_grpc_requests_total`},
+		{`millwright_stream_live{stream="roleset"} 1`, `millwright_cache_lookups_total{cache="roleset_connections",result="hit"}`,
+			`millwright_roleset_sweeps_total`, `millwright_roleset_sweep_dropped_total`},
+		{`millwright_stream_live{stream="billing"} 1`, `millwright_billing_projection_lag_events`},
+	} {
+		resp, err := http.Get("http://" + st.metrics[i] + "/metrics")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, w := range want {
+			require.Contains(t, string(body), w, "metrics of %s", st.metrics[i])
+		}
+	}
 
 	st.Stop(t)
 	for _, addr := range st.Addrs() {

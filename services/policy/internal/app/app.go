@@ -24,7 +24,8 @@ import (
 
 // Options are the service's knobs beyond server.Config.
 type Options struct {
-	// SeatChecker prices turning builder rights on; nil skips the check.
+	// SeatChecker prices changes that may add seats (builder on, member writes); nil skips
+	// the check.
 	SeatChecker settings.SeatChecker
 	// BuilderTTL is the builder-flag cache lifetime (default 60 s).
 	BuilderTTL time.Duration
@@ -104,9 +105,14 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	reg := server.NewRegistry()
+	reg.MustRegister(st.Collectors("policy")...)
+	reg.MustRegister(server.CacheCollectors("builder_flags", set.CacheStats)...)
+	reg.MustRegister(server.CacheCollectors("tokens", local.CacheStats)...)
 	return server.Run(ctx, cfg, server.Options{
-		Flags: o.Flags,
-		Pool:  pool,
+		Flags:    o.Flags,
+		Registry: reg,
+		Pool:     pool,
 		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
 			cur, err := migrate.Current(ctx, pool)
 			if err != nil {
