@@ -33,6 +33,15 @@ func (e *Engine) marker(id int64) string { return target.Marker(e.cfg.InstanceID
 // ... LOGIN PASSWORD <verifier>, marked as ours, on the cluster, (3) row ready with the oid
 // and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
 // same CreateRole resumes (the marker tells our half-made role from someone else's).
+//
+// All three steps run under one lock of (cluster, name) in the service DB, held from before
+// the row is read until the ready row commits. Without it, concurrent calls of one name (a
+// client retry while the first is in flight) all resumed the same creating row: a racer's
+// take-back ALTER ... PASSWORD could land after the first call's CREATE, whose MarkRoleReady
+// then stored a password the cluster no longer accepted; or a racer that lost the CREATE
+// deleted the shared row, leaving a marked role no row names. Under the lock a racer waits,
+// then re-reads the row: ready -> AlreadyExists; still creating (the holder failed or
+// crashed) -> it resumes the creation itself.
 func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.Role, error) {
 	if err := validateRoleName("name", name); err != nil {
 		return store.Role{}, err
@@ -44,7 +53,12 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 	if err != nil {
 		return store.Role{}, err
 	}
-	r, _, err := e.store.InsertCreatingRole(ctx, clusterID, name)
+	c, err := e.store.BeginRoleCreation(ctx, clusterID, name)
+	if err != nil {
+		return store.Role{}, err
+	}
+	defer c.End()
+	r, _, err := c.InsertCreatingRole(ctx)
 	if errors.Is(err, store.ErrAlreadyExists) {
 		return r, refuse(CodeAlreadyExists, "role %q exists", name)
 	}
@@ -54,7 +68,9 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 	pw := secret.NewPassword()
 	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.marker(r.ID))
 	if errors.Is(err, target.ErrRoleExists) {
-		_ = e.store.DeleteCreatingRole(ctx, r.ID)
+		if err := c.DeleteCreatingRole(ctx, r.ID); err != nil {
+			e.cfg.Logger.Warn("roleset: forgetting a refused creation failed", "role_id", r.ID, "err", err)
+		}
 		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
 	}
 	if err != nil {
@@ -64,7 +80,7 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 	if err != nil {
 		return r, err
 	}
-	return e.store.MarkRoleReady(ctx, r.ID, oid, enc)
+	return c.MarkRoleReady(ctx, r.ID, oid, enc)
 }
 
 func (e *Engine) readyRole(ctx context.Context, id int64) (store.Role, *target.Cluster, error) {

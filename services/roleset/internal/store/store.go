@@ -173,11 +173,42 @@ func collectRoles(rows pgx.Rows, err error) ([]Role, error) {
 	return out, rows.Err()
 }
 
-// InsertCreatingRole records a role about to be created (state creating). If a row with the
-// name exists in state creating, it is returned with resumed=true so the caller can finish an
-// interrupted creation; any other existing row is ErrAlreadyExists.
-func (s *Store) InsertCreatingRole(ctx context.Context, clusterID, name string) (r Role, resumed bool, err error) {
-	r, err = scanRole(s.Pool.QueryRow(ctx, `
+// querier is the pool, or the one connection a RoleCreation holds its lock on.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// RoleCreation is one CreateRole holding the lock of its (cluster, role name) for the whole
+// creation: catalog row in state creating (own commit), CREATE ROLE or take-back on the
+// cluster, row ready (own commit). It is the session lock of LockLogin, keyed by the role name:
+// a catalog role name can never be a set-login name (the wm_set_ prefix is reserved), so the
+// two never share a key. Every service-DB statement of the creation runs on the lock's own
+// connection, so a creation holds one pool connection, never one while waiting for another:
+// waiters queued on the lock (each holding the connection it waits on) cannot starve the
+// holder, whatever the pool size.
+type RoleCreation struct {
+	lock *LoginLock
+}
+
+// BeginRoleCreation waits for the lock of the role name on the cluster. End releases it.
+func (s *Store) BeginRoleCreation(ctx context.Context, clusterID, name string) (*RoleCreation, error) {
+	lock, _, err := s.LockLogin(ctx, clusterID, name, false)
+	if err != nil {
+		return nil, err
+	}
+	return &RoleCreation{lock: lock}, nil
+}
+
+// End releases the lock (or closes the connection, which releases it too).
+func (c *RoleCreation) End() { c.lock.Unlock() }
+
+// InsertCreatingRole records the role about to be created (state creating), in its own commit.
+// Under the lock it also re-reads the row: one in state creating (an interrupted creation) is
+// returned with resumed=true so the caller finishes it; any other existing row (a racer that
+// held the lock before us made it ready, or it is being deleted) is ErrAlreadyExists.
+func (c *RoleCreation) InsertCreatingRole(ctx context.Context) (r Role, resumed bool, err error) {
+	q, clusterID, name := c.lock.conn, c.lock.clusterID, c.lock.login
+	r, err = scanRole(q.QueryRow(ctx, `
 INSERT INTO datatable_role (cluster_id, name) VALUES ($1, $2)
 ON CONFLICT (cluster_id, name) DO NOTHING
 RETURNING `+roleCols, clusterID, name))
@@ -189,7 +220,7 @@ RETURNING `+roleCols, clusterID, name))
 	case !errors.Is(err, ErrNotFound):
 		return r, false, err
 	}
-	r, err = s.RoleByName(ctx, clusterID, name)
+	r, err = roleByName(ctx, q, clusterID, name)
 	if err != nil {
 		return r, false, err
 	}
@@ -199,16 +230,18 @@ RETURNING `+roleCols, clusterID, name))
 	return r, true, nil
 }
 
-// MarkRoleReady completes a creation.
-func (s *Store) MarkRoleReady(ctx context.Context, id, oid int64, pwEnc []byte) (Role, error) {
-	return scanRole(s.Pool.QueryRow(ctx, `
+// MarkRoleReady completes the creation (commits before End releases the lock, so the next
+// holder re-reads a ready row).
+func (c *RoleCreation) MarkRoleReady(ctx context.Context, id, oid int64, pwEnc []byte) (Role, error) {
+	return scanRole(c.lock.conn.QueryRow(ctx, `
 UPDATE datatable_role SET state = 'ready', oid = $2, password_enc = $3, updated_at = now()
 WHERE id = $1 AND state = 'creating' RETURNING `+roleCols, id, oid, pwEnc))
 }
 
-// DeleteCreatingRole forgets a creation that was refused.
-func (s *Store) DeleteCreatingRole(ctx context.Context, id int64) error {
-	_, err := s.Pool.Exec(ctx, `DELETE FROM datatable_role WHERE id = $1 AND state = 'creating'`, id)
+// DeleteCreatingRole forgets a creation that was refused (the name is taken on the cluster by a
+// role that is not ours). Under the lock no other creation is working on the row.
+func (c *RoleCreation) DeleteCreatingRole(ctx context.Context, id int64) error {
+	_, err := c.lock.conn.Exec(ctx, `DELETE FROM datatable_role WHERE id = $1 AND state = 'creating'`, id)
 	return err
 }
 
@@ -219,7 +252,11 @@ func (s *Store) Role(ctx context.Context, id int64) (Role, error) {
 
 // RoleByName reads one role by name.
 func (s *Store) RoleByName(ctx context.Context, clusterID, name string) (Role, error) {
-	return scanRole(s.Pool.QueryRow(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 AND name = $2`, clusterID, name))
+	return roleByName(ctx, s.Pool, clusterID, name)
+}
+
+func roleByName(ctx context.Context, q querier, clusterID, name string) (Role, error) {
+	return scanRole(q.QueryRow(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 AND name = $2`, clusterID, name))
 }
 
 // ListRoles reads a cluster's roles by name.
@@ -481,8 +518,9 @@ WHERE instance_id = $1 ORDER BY created_at, login LIMIT $2`, instanceID, limit)
 	})
 }
 
-// LockKey is the advisory-lock key of one login's lifecycle, computed in SQL so every replica
-// (whatever its build) derives the same key.
+// lockKeySQL is the advisory-lock key of one role name's lifecycle on a cluster: a set login's
+// (ensure, retire, sweep) or a catalog role's creation (RoleCreation). Computed in SQL so
+// every replica (whatever its build) derives the same key.
 const lockKeySQL = `hashtextextended('millwright.roleset:' || $1::text || ':' || $2::text, 0)`
 
 // EnsureTx is the transaction in which a set login is made: it holds the login's advisory lock
@@ -556,7 +594,8 @@ func (e *EnsureTx) Commit(ctx context.Context) error { return e.tx.Commit(ctx) }
 func (e *EnsureTx) Rollback(ctx context.Context) { _ = e.tx.Rollback(ctx) }
 
 // LoginLock is a session-level hold of a login's lock, for the multi-commit retire: row delete
-// (own commit), then NOLOGIN, terminate and DROP on the cluster, then the journal entry. The
+// (own commit), then NOLOGIN, terminate and DROP on the cluster, then the journal entry (and,
+// keyed by a catalog role name, for the multi-commit CreateRole: RoleCreation). The
 // lock is released by Unlock, or by Postgres when the connection dies (a crashed replica never
 // leaves it held).
 type LoginLock struct {

@@ -3,8 +3,7 @@
 // (ViewerRoles, for ?as=viewer, where being a workspace admin gives no reach and the admin
 // role is never returned, because admin owns the tables and bypasses row-level security), and
 // may this caller use this one role (CanUseRole, where admins may use every role). It also
-// derives the deterministic name and password of a role-set login, so that every replica
-// racing to create the same wm_set_ login computes the same name from catalog oids (a rename
-// moves nothing) and the same password (the loser of the race can still connect). It is pure:
-// identities come from policy, roles from the store.
+// derives the deterministic name of a role-set login from catalog oids (a rename moves
+// nothing), so every replica names the same set the same; its password is random and kept in
+// the store. It is pure: identities come from policy, roles from the store.
 package tenancy

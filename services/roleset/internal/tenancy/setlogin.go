@@ -1,9 +1,7 @@
 package tenancy
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -12,12 +10,11 @@ import (
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 )
 
-// Errors of SetLoginName and DerivePassword.
+// Errors of SetLoginName.
 var (
-	ErrNoInstance  = errors.New("tenancy: empty instance id")
-	ErrNoOIDs      = errors.New("tenancy: a role set needs at least one role oid")
-	ErrInvalidOID  = errors.New("tenancy: oid 0 is InvalidOid, not a role")
-	ErrShortSecret = errors.New("tenancy: the login secret must be at least 32 bytes")
+	ErrNoInstance = errors.New("tenancy: empty instance id")
+	ErrNoOIDs     = errors.New("tenancy: a role set needs at least one role oid")
+	ErrInvalidOID = errors.New("tenancy: oid 0 is InvalidOid, not a role")
 )
 
 const (
@@ -25,11 +22,7 @@ const (
 	// characters, so a name is 47 bytes (under Postgres' 63) and collisions need ~2^80 sets.
 	SetLoginHashBytes = 20
 
-	// MinSecretLen is the shortest accepted DerivePassword secret (256 bits).
-	MinSecretLen = 32
-
 	setLoginDomain = "millwright/roleset/set-login/v1\x00"
-	passwordDomain = "millwright/roleset/login-password/v1\x00"
 )
 
 // SetLoginName names the role-set login that is a member of exactly the roles with these
@@ -71,32 +64,4 @@ func SetLoginName(instanceID string, oids []uint32) (string, error) {
 		h.Write(n[:])
 	}
 	return rolename.SetLoginPrefix + hex.EncodeToString(h.Sum(nil)[:SetLoginHashBytes]), nil
-}
-
-// DerivePassword computes a login's password as
-//
-//	base64url-unpadded(HMAC-SHA256(secret, "millwright/roleset/login-password/v1\x00" || login))
-//
-// 43 characters of [A-Za-z0-9_-] (256 bits), safe in a connection string and in a literal.
-//
-// Why deterministic: replicas that race to create the same wm_set_ login all compute the same
-// password, so the one that loses the CREATE ROLE race still knows the password the winner
-// set and connects with it; a random password would be lost with the loser, and having the
-// loser ALTER ROLE ... PASSWORD would break the winner's new connections (postgres-roles.md
-// §2, "Password race").
-//
-// Trade-offs: the secret now stands for every set-login password, so it is kept like the
-// cluster admin password (encrypted at rest, never logged) and must be at least 32 bytes; a
-// short or empty secret is refused, since login names are not secret. Rotating the secret
-// gives every login a new password: the store resets it with ALTER ROLE on next use (open
-// sessions keep running; a connection resolved just before the reset fails to authenticate
-// and is resolved again).
-func DerivePassword(secret []byte, login string) (string, error) {
-	if len(secret) < MinSecretLen {
-		return "", ErrShortSecret
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(passwordDomain))
-	m.Write([]byte(login))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
 }

@@ -2,7 +2,6 @@ package tenancy
 
 import (
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -107,48 +106,6 @@ func oidsOf(rs []Role) []uint32 {
 	}
 	return out
 }
-
-func TestDerivePassword(t *testing.T) {
-	secret := []byte(strings.Repeat("k", 32))
-	login := "wm_set_" + strings.Repeat("0", 40)
-
-	p1, err := DerivePassword(secret, login)
-	require.NoError(t, err)
-	assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, p1)
-
-	t.Run("replicas agree", func(t *testing.T) {
-		p2, err := DerivePassword(append([]byte(nil), secret...), login)
-		require.NoError(t, err)
-		assert.Equal(t, p1, p2)
-	})
-	t.Run("stable across releases", func(t *testing.T) {
-		assert.Equal(t, pinnedPassword, p1)
-	})
-	t.Run("per login", func(t *testing.T) {
-		p2, err := DerivePassword(secret, login+"1")
-		require.NoError(t, err)
-		assert.NotEqual(t, p1, p2)
-	})
-	t.Run("rotation changes it", func(t *testing.T) {
-		p2, err := DerivePassword([]byte(strings.Repeat("j", 32)), login)
-		require.NoError(t, err)
-		assert.NotEqual(t, p1, p2)
-	})
-	t.Run("short secret refused", func(t *testing.T) {
-		for _, s := range [][]byte{nil, {}, []byte("short"), []byte(strings.Repeat("k", 31))} {
-			p, err := DerivePassword(s, login)
-			assert.ErrorIs(t, err, ErrShortSecret)
-			assert.Empty(t, p)
-		}
-	})
-	t.Run("safe as a literal", func(t *testing.T) {
-		assert.Equal(t, "'"+p1+"'", rolename.QuoteLiteral(p1))
-	})
-}
-
-// pinnedPassword is DerivePassword("k"*32, "wm_set_"+"0"*40), computed independently
-// (Python hmac) from the documented derivation.
-const pinnedPassword = "milsOKGKTRCVw_zSmED1PmA_U_aKw3SP0oh-p8_zUPs"
 
 func FuzzSetLoginName(f *testing.F) {
 	f.Add("inst-a", uint32(16384), uint32(16390), uint32(20001))
