@@ -53,7 +53,7 @@ dburl() {
   printf '%s/%s%s' "${base%/*}" "$1" "$query"
 }
 
-export MILLWRIGHT_ADMIN_TOKEN MILLWRIGHT_SERVICE_TOKEN MILLWRIGHT_ENCRYPTION_KEY MILLWRIGHT_SET_SECRET
+export MILLWRIGHT_ADMIN_TOKEN MILLWRIGHT_SERVICE_TOKEN MILLWRIGHT_ENCRYPTION_KEY
 export MILLWRIGHT_INSTANCE_ID=${MILLWRIGHT_INSTANCE_ID:-local}
 MILLWRIGHT_ADMIN_TOKEN=$(secret admin-token MILLWRIGHT_ADMIN_TOKEN)
 MILLWRIGHT_SERVICE_TOKEN=$(secret service-token MILLWRIGHT_SERVICE_TOKEN)
@@ -61,7 +61,6 @@ if [ -z "${MILLWRIGHT_ENCRYPTION_KEY:-}" ]; then
   [ -s "$RUN/encryption-key" ] || (umask 077 && printf 'k1:%s' "$(head -c 32 /dev/urandom | base64 | tr -d '\n')" > "$RUN/encryption-key")
   MILLWRIGHT_ENCRYPTION_KEY=$(cat "$RUN/encryption-key")
 fi
-MILLWRIGHT_SET_SECRET=$(secret set-secret MILLWRIGHT_SET_SECRET)
 
 for svc in policy roleset billing; do
   db=millwright_$svc

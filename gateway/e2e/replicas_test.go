@@ -350,7 +350,7 @@ func startReplicasB(t *testing.T, st *Stack) replicasB {
 	}
 	env = append(env,
 		"MILLWRIGHT_ADMIN_TOKEN="+st.AdminToken(t), "MILLWRIGHT_SERVICE_TOKEN="+st.Token(t, "service-token"),
-		"MILLWRIGHT_ENCRYPTION_KEY="+st.Token(t, "encryption-key"), "MILLWRIGHT_SET_SECRET="+st.Token(t, "set-secret"),
+		"MILLWRIGHT_ENCRYPTION_KEY="+st.Token(t, "encryption-key"),
 		"MILLWRIGHT_INSTANCE_ID=local",
 		"MILLWRIGHT_POLICY_ADDR="+b.policy, "MILLWRIGHT_ROLESET_ADDR="+b.roleset, "MILLWRIGHT_BILLING_ADDR="+b.billing)
 
