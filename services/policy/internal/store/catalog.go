@@ -50,9 +50,13 @@ func (s *Store) RegisterRunnable(ctx context.Context, r Runnable) error {
 		if err := workspaceExists(ctx, tx, r.Workspace); err != nil {
 			return err
 		}
-		names := make([]string, 0, len(perms))
+		names := make([]string, 0, len(perms)+1)
 		for p := range perms {
 			names = append(names, p)
+		}
+		// Whoever the runnable runs as must exist too: a step composing it runs as them.
+		if r.OnBehalfOf != "" {
+			names = append(names, r.OnBehalfOf)
 		}
 		if p, err := missingPrincipal(ctx, tx, r.Workspace, policy.Normalize(names)); err != nil {
 			return err

@@ -1,0 +1,65 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/store"
+	"github.com/millwright/millwright/services/policy/internal/testdb"
+)
+
+// TestVersionChangesAreEvents: adding or removing a script version while the catalog row stays
+// the same (same latest hash, owner, perms) is still a catalog event, so a consumer caching
+// pins hears that a version stopped being one.
+func TestVersionChangesAreEvents(t *testing.T) {
+	pool := testdb.Pool(t)
+	s := minimal(t, pool)
+	ctx := context.Background()
+	events := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM stream_outbox WHERE kind = 'catalog' AND key = 'u/owner/s'`).Scan(&n))
+		return n
+	}
+	script := store.Runnable{Workspace: "w", Kind: policy.KindScript, Path: "u/owner/s", LatestHash: "00000000000000a1",
+		Versions: []string{"00000000000000a0", "00000000000000a1"}}
+	require.NoError(t, s.RegisterRunnable(ctx, script))
+	before := events()
+	require.Equal(t, 3, before, "the item and its two versions")
+	require.NoError(t, s.RegisterRunnable(ctx, script))
+	require.Equal(t, before, events(), "re-registering the same script changes nothing")
+
+	script.Versions = []string{"00000000000000a1"}
+	require.NoError(t, s.RegisterRunnable(ctx, script))
+	require.Equal(t, before+1, events(), "a version removed is an event")
+
+	script.Versions = []string{"00000000000000a1", "00000000000000a2"}
+	require.NoError(t, s.RegisterRunnable(ctx, script))
+	require.Equal(t, before+2, events(), "a version added is an event")
+}
+
+// TestOnBehalfOfMustExist: whoever a runnable runs as is a member or group of the workspace,
+// like every principal of its extra perms; nothing is written otherwise.
+func TestOnBehalfOfMustExist(t *testing.T) {
+	s := minimal(t, testdb.Pool(t))
+	ctx := context.Background()
+	err := s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/owner/ghostly", OnBehalfOf: "u/ghost"})
+	require.ErrorIs(t, err, policy.ErrNotFound)
+	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/owner/ok", OnBehalfOf: "u/owner"}))
+	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/owner/ok2", OnBehalfOf: "g/analysts"}))
+}
+
+// minimal is a workspace w with a developer "owner" and a group "analysts".
+func minimal(t *testing.T, pool *pgxpool.Pool) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	s := store.New(pool)
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	_, err := s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "owner", Email: "owner@x", Role: policy.RoleDeveloper}, nil)
+	require.NoError(t, err)
+	_, err = s.UpsertGroup(ctx, "w", "analysts", []string{"owner"})
+	require.NoError(t, err)
+	return s
+}
