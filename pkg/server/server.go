@@ -70,6 +70,12 @@ type Options struct {
 	Flags *flag.FlagSet
 }
 
+// MaxRecvMsgSize is the largest request message a service accepts (gRPC's default is 4 MiB).
+// It is above every limit a service applies itself (a builder document is capped at 3 MiB), so
+// that a document over such a limit reaches the handler and is answered InvalidArgument naming
+// the field, rather than ResourceExhausted by the transport.
+const MaxRecvMsgSize = 16 << 20
+
 // Run serves until ctx is cancelled (SIGTERM via cli.Main) or a listener or background loop
 // fails. Shutdown: health NOT_SERVING, open streams ended, GracefulStop bounded by
 // cfg.ShutdownTimeout then Stop, metrics server stopped, background loops waited for. It
@@ -136,6 +142,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			otelgrpc.WithTracerProvider(tp),
 			otelgrpc.WithPropagators(propagator),
 			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(ch.unary()...),
 		grpc.ChainStreamInterceptor(ch.stream()...),
 		// Accept the pings Dial's clients send; the default policy (5 min) would answer

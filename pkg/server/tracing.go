@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net/http"
 	"os"
 
 	"go.opentelemetry.io/otel"
@@ -17,6 +18,24 @@ import (
 // propagator is passed explicitly to otelgrpc on both sides: the global default is a no-op,
 // which would silently break traces across services.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// SetupTracing is tracing for a process that serves no gRPC (the gateway): newTracerProvider's
+// provider and the W3C propagator become the global ones, so otelgrpc client handlers built
+// without options export spans and carry the trace to the services. It returns the flush.
+func SetupTracing(ctx context.Context, name string) (shutdown func(context.Context) error, err error) {
+	_, shutdown, err = newTracerProvider(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	otel.SetTextMapPropagator(propagator)
+	return shutdown, nil
+}
+
+// WithTraceContext returns r's context carrying the trace context its caller sent
+// (traceparent, baggage), so a REST caller's trace continues through the services.
+func WithTraceContext(r *http.Request) context.Context {
+	return propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+}
 
 // newTracerProvider exports spans over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or the
 // traces-specific variable) is set, configured by the standard OTEL_* variables, and records

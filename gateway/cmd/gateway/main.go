@@ -30,6 +30,16 @@ func serve(ctx context.Context, args []string) error {
 		return cli.Usagef("%v", err)
 	}
 	server.LogConfig(logger, fs)
+	// OTEL_EXPORTER_OTLP_ENDPOINT set: the gateway's calls are spans of the caller's trace.
+	shutdownTracing, err := server.SetupTracing(ctx, "gateway")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(tctx)
+	}()
 	g, err := gw.New(ctx, cfg.Upstreams, gateway.OpenAPI, logger)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -72,10 +73,20 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 		_, _ = w.Write(openapi)
 	})
 	root.HandleFunc("GET /healthz", g.healthz)
-	root.Handle("/", mux)
+	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A body past MaxBodyBytes fails to read: grpc-gateway answers 400 InvalidArgument
+		// rather than sending it on for the service's transport to refuse as 429.
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		mux.ServeHTTP(w, r.WithContext(server.WithTraceContext(r)))
+	}))
 	g.Handler = logRequests(logger, root)
 	return g, nil
 }
+
+// MaxBodyBytes bounds a REST request body; it matches the largest message the services accept
+// (server.MaxRecvMsgSize), so the services' own limits (a builder document's 3 MiB) answer
+// below it.
+const MaxBodyBytes = server.MaxRecvMsgSize
 
 // Close closes the upstream connections.
 func (g *Gateway) Close() {
@@ -110,23 +121,32 @@ type statusOverride struct {
 
 func (s *statusOverride) WriteHeader(int) { s.ResponseWriter.WriteHeader(s.code) }
 
-// healthz asks every upstream's grpc.health.v1 and answers 200 only when all are SERVING.
+// healthz asks every upstream's grpc.health.v1, all at once, and answers 200 only when all are
+// SERVING. A health check does not wait for a connection (WaitForReady false, unlike other
+// calls): an upstream that is down is reported as such at once, not after the deadline.
 func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	out := map[string]string{}
 	ok := true
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for name, conn := range g.conns {
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		switch {
-		case err != nil:
-			out[name] = "UNREACHABLE: " + status.Convert(err).Message()
-			ok = false
-		default:
-			out[name] = resp.GetStatus().String()
-			ok = ok && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-		}
+		wg.Go(func() {
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(false))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				out[name] = "UNREACHABLE: " + status.Convert(err).Message()
+				ok = false
+			default:
+				out[name] = resp.GetStatus().String()
+				ok = ok && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+			}
+		})
 	}
+	wg.Wait()
 	code := http.StatusOK
 	if !ok {
 		code = http.StatusServiceUnavailable

@@ -25,6 +25,7 @@ import (
 
 	"github.com/millwright/millwright/gateway"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/server"
 )
 
 // Every millwright service that declares HTTP rules must be proxied, or its REST surface
@@ -172,4 +173,39 @@ func TestOpenAPIServed(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &doc))
 	require.Contains(t, doc, "paths")
+}
+
+// TestOversizedBodyIsBadRequest: a REST body past MaxBodyBytes is refused by the gateway as
+// 400 InvalidArgument without reaching a service (not 429 from a transport limit).
+func TestOversizedBodyIsBadRequest(t *testing.T) {
+	f := &fakeEvents{md: make(chan metadata.MD, 1)}
+	addr := startUpstream(t, f)
+	g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: addr}, gateway.OpenAPI, nil)
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	body := `{"action":"FLOW_ACTION_SAVE","flow_json":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/workspaces/w/builder/flows:check", strings.NewReader(body)))
+	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), `"code":3`)
+}
+
+// TestTraceContextFollowsTheCall: a REST caller's traceparent reaches the service, so its trace
+// continues through the gateway (server.SetupTracing installs the W3C propagator).
+func TestTraceContextFollowsTheCall(t *testing.T) {
+	shutdown, err := server.SetupTracing(context.Background(), "gateway-test")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	f := &fakeEvents{md: make(chan metadata.MD, 1)}
+	addr := startUpstream(t, f)
+	g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: addr}, gateway.OpenAPI, nil)
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	req := httptest.NewRequest(http.MethodGet, "/v1/workspaces/w/operator-settings", nil)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	g.ServeHTTP(httptest.NewRecorder(), req)
+	md := <-f.md
+	require.Len(t, md.Get("traceparent"), 1)
+	require.Contains(t, md.Get("traceparent")[0], traceID, "the caller's trace id reaches the service")
 }
