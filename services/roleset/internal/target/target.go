@@ -111,7 +111,7 @@ type LoginInfo struct {
 	Privileged bool     // superuser, createrole, createdb, replication or bypassrls
 	HasDeps    bool     // owns objects or holds direct grants (pg_shdepend, every database)
 	MemberOf   []Member // roles it is a member of
-	Members    []string // roles that are members of it
+	Members    []string // roles that are members of it, the admin login itself left out (see checkBlock)
 }
 
 // Lookup reads a role by name.
@@ -121,7 +121,8 @@ func (c *Cluster) Lookup(ctx context.Context, name string) (LoginInfo, error) {
 SELECT r.oid::bigint, r.rolcanlogin,
        r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls,
        EXISTS (SELECT FROM pg_shdepend s WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid AND s.deptype IN ('o', 'a', 'i')),
-       coalesce((SELECT array_agg(DISTINCT g.rolname::text) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member WHERE m.roleid = r.oid), '{}')
+       coalesce((SELECT array_agg(DISTINCT g.rolname::text) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member
+                 WHERE m.roleid = r.oid AND g.rolname <> current_user), '{}')
 FROM pg_roles r WHERE r.rolname = $1`, name).Scan(&li.OID, &li.CanLogin, &li.Privileged, &li.HasDeps, &li.Members)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return li, nil
@@ -147,6 +148,10 @@ FROM pg_roles r WHERE r.rolname = $1`, name).Scan(&li.OID, &li.CanLogin, &li.Pri
 // role whose memberships are exactly oids, that nobody is a member of, and that may connect to
 // database: what "can authenticate, with exactly these roles" means on the cluster side. The
 // password half is ours: the verifier just set is the one built from the stored password.
+//
+// "Nobody" leaves out the admin login this service runs as: on PG16 and later a CREATEROLE
+// role that creates a role is granted it automatically (with ADMIN OPTION, which it needs to
+// manage it), and the admin is already a member of every role the login holds.
 func checkBlock(login string, oids []int64, database string) string {
 	arr := make([]string, len(oids))
 	for i, o := range oids {
@@ -157,7 +162,8 @@ func checkBlock(login string, oids []int64, database string) string {
   IF l IS NULL THEN RAISE EXCEPTION 'millwright: login missing or NOLOGIN'; END IF;
   IF (SELECT array_agg(DISTINCT roleid::bigint ORDER BY roleid::bigint) FROM pg_auth_members WHERE member = l)
      IS DISTINCT FROM '{%[2]s}'::bigint[] THEN RAISE EXCEPTION 'millwright: membership mismatch'; END IF;
-  IF EXISTS (SELECT FROM pg_auth_members WHERE roleid = l) THEN RAISE EXCEPTION 'millwright: login has members'; END IF;
+  IF EXISTS (SELECT FROM pg_auth_members WHERE roleid = l AND member <> (SELECT oid FROM pg_roles WHERE rolname = current_user))
+     THEN RAISE EXCEPTION 'millwright: login has members'; END IF;
   IF NOT has_database_privilege(l, %[3]s, 'CONNECT') THEN RAISE EXCEPTION 'millwright: no CONNECT'; END IF;
 END $mw$;
 `, lit(login), strings.Join(arr, ","), lit(database))
