@@ -533,8 +533,9 @@ func probePort(c container, p any) int {
 }
 
 // checkPorts ties the addresses the binary will listen on to the container's ports and
-// probes: gRPC services get a native grpc readiness probe on their gRPC port and /livez on
-// the metrics port; the gateway gets /healthz for readiness and an HTTP liveness probe.
+// probes: gRPC services get native grpc probes on their gRPC port, readiness on the server as a
+// whole and liveness on the "liveness" health service (up whatever the database); the gateway
+// gets /healthz for readiness and an HTTP liveness probe.
 func checkPorts(t *testing.T, where string, c container, inv invocation, h *help, values map[string]string) {
 	t.Helper()
 	port := func(flag string) int {
@@ -554,9 +555,12 @@ func checkPorts(t *testing.T, where string, c container, inv invocation, h *help
 		if m == 0 || containerPort(c, "metrics") != m {
 			t.Errorf("%s: metrics on port %d but its container port \"metrics\" is %d", where, m, containerPort(c, "metrics"))
 		}
+		if c.ReadinessProbe != nil && c.ReadinessProbe.GRPC != nil && c.ReadinessProbe.GRPC.Service != nil && *c.ReadinessProbe.GRPC.Service != "" {
+			t.Errorf("%s: readiness must ask the server as a whole (no service name)", where)
+		}
 		lp := c.LivenessProbe
-		if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/livez" || probePort(c, lp.HTTPGet.Port) != m {
-			t.Errorf("%s: liveness must be GET /livez on the metrics port %d (up while the process runs, whatever the database)", where, m)
+		if lp == nil || lp.GRPC == nil || lp.GRPC.Port != g || lp.GRPC.Service == nil || *lp.GRPC.Service != "liveness" {
+			t.Errorf("%s: liveness must be the native grpc probe on port %d, service \"liveness\" (up while the process runs, whatever the database)", where, g)
 		}
 		return
 	}

@@ -70,6 +70,12 @@ type Options struct {
 	Flags *flag.FlagSet
 }
 
+// LivenessService is the grpc.health.v1 service name a liveness probe asks: SERVING while the
+// process serves gRPC, independent of the database and the schema ("" and the API services
+// are NOT_SERVING then, which is right for readiness but would make a liveness probe restart
+// every pod during a database outage or a pending migration, curing neither).
+const LivenessService = "liveness"
+
 // MaxRecvMsgSize is the largest request message a service accepts (gRPC's default is 4 MiB).
 // It is above every limit a service applies itself (a builder document is capped at 3 MiB), so
 // that a document over such a limit reaches the handler and is answered InvalidArgument naming
@@ -150,6 +156,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	hs := health.NewServer()
+	// LivenessService is SERVING from now until shutdown, whatever the database: the liveness
+	// probe asks it (gRPC-native), the readiness probe asks the server as a whole.
+	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	if err := registerReflection(gs); err != nil {
 		return err

@@ -552,6 +552,7 @@ func TestHealthFollowsSchema(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	assert.Equal(t, notServing, healthStatus(ctx, e.conn, ""))
 	assert.Equal(t, notServing, healthStatus(ctx, e.conn, svc))
+	assert.Equal(t, serving, healthStatus(ctx, e.conn, server.LivenessService), "liveness does not follow the schema")
 	assert.Equal(t, http.StatusServiceUnavailable, e.healthz(t))
 	require.NotEmpty(t, e.logs.lines(t, "not ready"))
 	assert.Len(t, e.logs.lines(t, "not ready"), 1, "one line per reason, not one per poll")
