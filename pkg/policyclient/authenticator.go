@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -41,6 +42,8 @@ type Authenticator struct {
 	log    *slog.Logger
 	now    func() time.Time
 
+	hits, misses atomic.Uint64 // lookups of well-formed tokens (metrics)
+
 	mu      sync.Mutex
 	entries map[[32]byte]entry
 	gen     uint64 // bumped by every invalidation
@@ -48,8 +51,10 @@ type Authenticator struct {
 	pos int64
 	// base: answers read at a stream position >= base are covered by the watcher; -1 while
 	// unknown (not yet watching, or just resynced), when nothing is cached.
-	base     int64
-	running  bool
+	base    int64
+	running bool
+	// live: the watch stream is connected and has delivered a message since it (re)opened.
+	live     bool
 	firstPos chan int64 // the first answer's position starts the watcher
 }
 
@@ -82,19 +87,31 @@ func LooksLikePolicyToken(token string) bool {
 	return strings.HasPrefix(token, "mwu_") || strings.HasPrefix(token, "mwj_")
 }
 
+// tokenLen is the length of every token policy issues: the prefix and 43 base64url characters
+// (256 random bits; docs/policy.md, "Tokens"). Policy refuses any other length itself.
+const tokenLen = 4 + 43
+
 // Authenticate implements auth.Authenticator.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (auth.Identity, error) {
 	if !LooksLikePolicyToken(token) {
 		return auth.Identity{}, auth.ErrUnknownToken
 	}
+	if len(token) != tokenLen {
+		// Policy's answer would be the same refusal (or InvalidArgument for an over-long one,
+		// which a caller of another service must not see as a problem with its request): a
+		// malformed bearer costs no round trip.
+		return auth.Identity{}, auth.Unauthenticated("token is unknown, expired or revoked")
+	}
 	key := sha256.Sum256([]byte(token))
 	a.mu.Lock()
-	if e, ok := a.entries[key]; ok && a.now().Before(e.expires) {
+	if e, ok := a.entries[key]; ok && a.live && a.now().Before(e.expires) {
 		a.mu.Unlock()
+		a.hits.Add(1)
 		return e.id, nil
 	}
 	gen := a.gen
 	a.mu.Unlock()
+	a.misses.Add(1)
 
 	resp, err := a.tokens.Authenticate(ctx, &policyv1.AuthenticateRequest{Token: token})
 	if err != nil {
@@ -114,7 +131,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (auth.Id
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.running && a.gen == gen && a.base >= 0 && pos >= a.base {
+	if a.running && a.live && a.gen == gen && a.base >= 0 && pos >= a.base {
 		exp := a.now().Add(a.opts.TTL)
 		if t := resp.GetExpiresAt().AsTime(); resp.GetExpiresAt() != nil && t.Before(exp) {
 			exp = t
@@ -166,7 +183,7 @@ func (a *Authenticator) Run(ctx context.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			return receiver{s}, nil
+			return receiver{s: s, a: a}, nil
 		},
 		After: func(context.Context) (int64, error) {
 			a.mu.Lock()
@@ -191,6 +208,7 @@ func (a *Authenticator) Run(ctx context.Context) error {
 		},
 		OnHead: func(head int64) {
 			a.mu.Lock()
+			a.live = true // a message arrived: the stream delivers again
 			if a.base < 0 {
 				a.base = head // answers read at >= head are covered from here on
 			}
@@ -229,6 +247,9 @@ func (a *Authenticator) apply(e stream.Event) {
 	}
 }
 
+// Stats returns the cache's running lookup counts (server.CacheCollectors).
+func (a *Authenticator) Stats() (hits, misses uint64) { return a.hits.Load(), a.misses.Load() }
+
 // Len returns the number of cached identities (tests, metrics).
 func (a *Authenticator) Len() int {
 	a.mu.Lock()
@@ -238,11 +259,18 @@ func (a *Authenticator) Len() int {
 
 type receiver struct {
 	s grpc.ServerStreamingClient[policyv1.WatchResponse]
+	a *Authenticator
 }
 
 func (r receiver) Recv() (*commonv1.Event, int64, error) {
 	m, err := r.s.Recv()
 	if err != nil {
+		// The stream is down: a revoke may now pass unseen, so nothing cached is served (nor
+		// kept) until it delivers again; every token is asked of policy meanwhile.
+		r.a.mu.Lock()
+		r.a.live = false
+		r.a.purgeLocked()
+		r.a.mu.Unlock()
 		return nil, 0, err
 	}
 	return m.GetEvent(), m.GetHeadId(), nil

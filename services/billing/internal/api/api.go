@@ -41,28 +41,38 @@ func New(st *store.Store, w Waiter, bound time.Duration) *Server {
 	return &Server{store: st, wait: w, bound: bound}
 }
 
-// Who may call what: billing has no users of its own. The superadmin (the operator of the
-// installation) reads and sets everything; other services (policy pricing a change, the
-// platform showing usage) read and check but never move the license cap.
-func allow(ctx context.Context, kinds ...auth.Kind) error {
+// Allow is billing's authorization rule: the call's identity must be one of kinds. Billing
+// has no users of its own. The superadmin (the operator of the installation) reads and sets
+// everything; other services (policy pricing a change, the platform showing usage) read and
+// check but never move the license cap. User and job tokens, which the server authenticates
+// through policy, are refused by every billing RPC on purpose: usage and the cap are
+// installation-wide figures, not a workspace's. docs/billing.md ("Authorization") is the
+// table; TestEveryRPCRefusesUserAndJobTokens walks every method, so a new RPC that forgets
+// its check fails it.
+func Allow(ctx context.Context, kinds ...auth.Kind) error {
 	id, ok := auth.FromContext(ctx)
 	if !ok {
 		return auth.Unauthenticated("missing identity")
 	}
+	names := make([]string, 0, len(kinds))
 	for _, k := range kinds {
 		if id.Kind == k {
 			return nil
 		}
+		names = append(names, k.String())
 	}
+	allowed := strings.Join(names, ",")
 	return errs.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED,
-		"this caller may not use this billing RPC", nil)
+		"a "+id.Kind.String()+" token may not call this method: it needs the "+strings.Join(names, " or ")+" token",
+		map[string]string{"kind": id.Kind.String(), "allowed": allowed})
 }
 
-var readers = []auth.Kind{auth.Superadmin, auth.Service}
+// Readers may read usage and reports and price changes: the superadmin and the service token.
+var Readers = []auth.Kind{auth.Superadmin, auth.Service}
 
 // GetSeatUsage implements billingv1.BillingServiceServer.
 func (s *Server) GetSeatUsage(ctx context.Context, _ *billingv1.GetSeatUsageRequest) (*billingv1.GetSeatUsageResponse, error) {
-	if err := allow(ctx, readers...); err != nil {
+	if err := Allow(ctx, Readers...); err != nil {
 		return nil, err
 	}
 	cur, err := s.store.Usage(ctx)
@@ -77,7 +87,7 @@ func (s *Server) GetSeatUsage(ctx context.Context, _ *billingv1.GetSeatUsageRequ
 
 // SetSeatCap implements billingv1.BillingServiceServer.
 func (s *Server) SetSeatCap(ctx context.Context, req *billingv1.SetSeatCapRequest) (*billingv1.SetSeatCapResponse, error) {
-	if err := allow(ctx, auth.Superadmin); err != nil {
+	if err := Allow(ctx, auth.Superadmin); err != nil {
 		return nil, err
 	}
 	c, err := s.store.SetCap(ctx, req.GetSeats())
@@ -89,7 +99,7 @@ func (s *Server) SetSeatCap(ctx context.Context, req *billingv1.SetSeatCapReques
 
 // CheckSeatCap implements billingv1.BillingServiceServer.
 func (s *Server) CheckSeatCap(ctx context.Context, req *billingv1.CheckSeatCapRequest) (*billingv1.CheckSeatCapResponse, error) {
-	if err := allow(ctx, readers...); err != nil {
+	if err := Allow(ctx, Readers...); err != nil {
 		return nil, err
 	}
 	var change seats.Change
@@ -119,7 +129,7 @@ func (s *Server) CheckSeatCap(ctx context.Context, req *billingv1.CheckSeatCapRe
 
 // CheckSeatCapForOperatorBuilder implements billingv1.BillingServiceServer.
 func (s *Server) CheckSeatCapForOperatorBuilder(ctx context.Context, req *billingv1.CheckSeatCapForOperatorBuilderRequest) (*billingv1.CheckSeatCapForOperatorBuilderResponse, error) {
-	if err := allow(ctx, readers...); err != nil {
+	if err := Allow(ctx, Readers...); err != nil {
 		return nil, err
 	}
 	p, err := s.price(ctx, seats.BuilderChange{Workspace: req.GetWorkspace(), Builder: true}, req.GetMinPosition())
@@ -159,7 +169,7 @@ func behind(pos int64) error {
 
 // ReportUsage implements billingv1.BillingServiceServer.
 func (s *Server) ReportUsage(ctx context.Context, _ *billingv1.ReportUsageRequest) (*billingv1.ReportUsageResponse, error) {
-	if err := allow(ctx, readers...); err != nil {
+	if err := Allow(ctx, Readers...); err != nil {
 		return nil, err
 	}
 	r, err := s.store.WriteReport(ctx)
@@ -171,7 +181,7 @@ func (s *Server) ReportUsage(ctx context.Context, _ *billingv1.ReportUsageReques
 
 // ListUsageReports implements billingv1.BillingServiceServer.
 func (s *Server) ListUsageReports(ctx context.Context, req *billingv1.ListUsageReportsRequest) (*billingv1.ListUsageReportsResponse, error) {
-	if err := allow(ctx, readers...); err != nil {
+	if err := Allow(ctx, Readers...); err != nil {
 		return nil, err
 	}
 	size := int(req.GetPageSize())

@@ -15,6 +15,7 @@ import (
 	"github.com/millwright/millwright/pkg/cli"
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	"github.com/millwright/millwright/pkg/migrate"
+	"github.com/millwright/millwright/pkg/policyclient"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/pkg/validate"
@@ -111,6 +112,12 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 	st := store.New(pool, w)
 	consumer := projection.New(projection.NewGRPCSource(policy), st, projection.Options{Logger: logger})
 	own := stream.New(pool, stream.Options{Logger: logger})
+	// Bearer tokens: the two config tokens first (they never need policy, so the operator and
+	// policy itself keep working while policy's token service is away), then policy's user
+	// and job tokens, cached per process and dropped by policy's stream on revoke. Every
+	// billing RPC refuses user and job tokens (api.Allow); they authenticate so the refusal is
+	// a PermissionDenied naming the rule, and a revoked token an Unauthenticated.
+	tokens := policyclient.New(policy, policyclient.Options{Logger: logger})
 	expected, err := migrate.Expected(migrations.FS)
 	if err != nil {
 		return err
@@ -121,6 +128,10 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_projection_lag_events",
 		Help: "Events of policy's stream seen at its head but not yet applied to billing's projection."},
 		func() float64 { head, applied := consumer.Lag(); return float64(max(head-applied, 0)) }))
+	reg.MustRegister(server.CacheCollectors("tokens", tokens.Stats)...)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_token_cache_entries",
+		Help: "Policy-issued tokens (user, job) whose identity this process has cached."},
+		func() float64 { return float64(tokens.Len()) }))
 	return server.Run(ctx, cfg.Config, server.Options{
 		Flags:    hooks.Flags,
 		Registry: reg,
@@ -129,13 +140,16 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 			cur, err := migrate.Current(ctx, pool)
 			return cur, expected, err
 		},
-		Authenticator: auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
-		Validator:     Validators(),
+		Authenticator: auth.Chain{
+			auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+			tokens,
+		},
+		Validator: Validators(),
 		Register: func(s *grpc.Server) {
 			billingv1.RegisterBillingServiceServer(s, api.New(st, consumer, cfg.FreshnessBound))
 			billingv1.RegisterEventServiceServer(s, &events{stream: own})
 		},
-		Background: []func(context.Context) error{own.Run, consumer.Run},
+		Background: []func(context.Context) error{own.Run, consumer.Run, tokens.Run},
 		OnListen:   hooks.OnListen,
 		Logger:     logger,
 	})
@@ -159,6 +173,11 @@ type events struct {
 }
 
 func (e *events) Watch(req *billingv1.WatchRequest, srv grpc.ServerStreamingServer[billingv1.WatchResponse]) error {
+	// The same readers as the usage RPCs: without this check any authenticated caller, user
+	// and job tokens included, could follow the cap changes.
+	if err := api.Allow(srv.Context(), api.Readers...); err != nil {
+		return err
+	}
 	return e.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(ev *stream.Event, head int64) error {
 		return srv.Send(&billingv1.WatchResponse{Event: stream.ToProto(ev), HeadId: head})
 	})

@@ -53,13 +53,24 @@ var PublicMethods = []string{
 	rolesetv1.ConnectionService_ExplainConnection_FullMethodName,
 }
 
+// requireAdmin is the rule of every roleset RPC except the two public ones: the superadmin
+// token (the installation's operator) and the service token (the platform) only. The server
+// authenticates user and job tokens too (through policy), and refuses them here on purpose:
+// clusters, roles and data table permissions are installation configuration with no
+// per-workspace rule yet, and a job reaches its data tables only through ResolveConnection.
+// docs/roleset.md ("Authorization") is the table; TestEveryRPCRefusesUserAndJobTokens walks
+// every method of every roleset service, so a new RPC that forgets this check fails it.
 func requireAdmin(ctx context.Context) error {
 	id, ok := auth.FromContext(ctx)
-	if ok && (id.Kind == auth.Superadmin || id.Kind == auth.Service) {
+	if !ok {
+		return auth.Unauthenticated("no identity")
+	}
+	if id.Kind == auth.Superadmin || id.Kind == auth.Service {
 		return nil
 	}
 	return errs.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED,
-		"this RPC needs the superadmin or service token", nil)
+		"a "+id.Kind.String()+" token may not call this method: it needs the superadmin or service token",
+		map[string]string{"kind": id.Kind.String(), "allowed": "superadmin,service"})
 }
 
 // mapError turns core and store errors into statuses; anything else is rewritten by errs.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/migrate"
+	"github.com/millwright/millwright/pkg/policyclient"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
@@ -73,6 +75,16 @@ func Serve(ctx context.Context, args []string) error {
 	}
 	defer cc.Close()
 	pol := policyid.New(cc)
+	logger, err := server.NewLogger(os.Stderr, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	// Bearer tokens: the two config tokens first (they never need policy, so the operator and
+	// the platform keep working while policy is away), then policy's user and job tokens,
+	// cached per process and dropped by policy's stream on revoke. api refuses user and job
+	// tokens on every RPC that is not public; they authenticate so the refusal is a
+	// PermissionDenied naming the rule, and a revoked token an Unauthenticated.
+	tokens := policyclient.New(cc, policyclient.Options{Logger: logger.With("service", "roleset")})
 	var fol *policyid.Follower
 	// Cached answers only while both streams are connected and caught up: roleset's own (role
 	// disabled on another replica) and policy's (membership, run end).
@@ -91,6 +103,8 @@ func Serve(ctx context.Context, args []string) error {
 	reg.MustRegister(own.Collectors("roleset")...)
 	reg.MustRegister(server.CacheCollectors("roleset_connections", cache.ConnStats)...)
 	reg.MustRegister(sweepCollectors(&sweeps)...)
+	reg.MustRegister(server.CacheCollectors("tokens", tokens.Stats)...)
+	reg.MustRegister(tokenCacheCollector("roleset", tokens))
 	return server.Run(ctx, cfg.Server, server.Options{
 		Flags:    fs,
 		Registry: reg,
@@ -99,16 +113,28 @@ func Serve(ctx context.Context, args []string) error {
 			cur, err := migrate.Current(ctx, pool)
 			return cur, expected, err
 		},
-		Authenticator: auth.Static{AdminToken: cfg.Server.AdminToken.Reveal(), ServiceToken: cfg.Server.ServiceToken.Reveal()},
-		Public:        api.PublicMethods,
-		Validator:     api.Validators(),
-		Register:      h.Register,
+		Authenticator: auth.Chain{
+			auth.Static{AdminToken: cfg.Server.AdminToken.Reveal(), ServiceToken: cfg.Server.ServiceToken.Reveal()},
+			tokens,
+		},
+		Public:    api.PublicMethods,
+		Validator: api.Validators(),
+		Register:  h.Register,
 		Background: []func(context.Context) error{
 			own.Run,
 			fol.Run,
+			tokens.Run,
 			func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default(), &sweeps) },
 		},
 	})
+}
+
+// tokenCacheCollector exports how many policy tokens the process has cached (what a revoke
+// has to reach).
+func tokenCacheCollector(svc string, a *policyclient.Authenticator) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_" + svc + "_token_cache_entries",
+		Help: "Policy-issued tokens (user, job) whose identity this process has cached."},
+		func() float64 { return float64(a.Len()) })
 }
 
 // SweepCounts are the monitor loop's running totals (metrics).

@@ -1,0 +1,382 @@
+package itest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/errs"
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/pgtest"
+	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/services/roleset/internal/api"
+	"github.com/millwright/millwright/services/roleset/internal/app"
+)
+
+// TestEveryRPCRefusesUserAndJobTokens calls the handler of every method of every roleset
+// service (walked from the service descriptors, so a new RPC is included without editing
+// this test) with a user identity and a job identity, as the server's authenticator now
+// produces them from policy's tokens: each must answer PermissionDenied ROLE_NOT_ALLOWED
+// naming the token kind, before touching anything (the engine is nil: a handler that gets
+// past its check panics). The two public ConnectionService methods take the job token as
+// their request's bearer and are decided by the engine (rules_test.go and others).
+func TestEveryRPCRefusesUserAndJobTokens(t *testing.T) {
+	public := map[string]bool{}
+	for _, m := range api.PublicMethods {
+		public[m] = true
+	}
+	h := &api.Server{}
+	ids := []auth.Identity{
+		{Kind: auth.User, Workspace: "acme", Username: "boss", Scopes: []string{auth.ScopeAll}, TokenID: "t1"},
+		{Kind: auth.Job, Workspace: "acme", Username: "boss", JobID: "j1", TokenID: "t2"},
+	}
+	descs := []grpc.ServiceDesc{rolesetv1.ClusterService_ServiceDesc, rolesetv1.RoleService_ServiceDesc,
+		rolesetv1.DatatableService_ServiceDesc, rolesetv1.ConnectionService_ServiceDesc, rolesetv1.EventService_ServiceDesc}
+	var walked int
+	for _, sd := range descs {
+		for _, id := range ids {
+			for _, md := range sd.Methods {
+				full := "/" + sd.ServiceName + "/" + md.MethodName
+				if public[full] {
+					continue
+				}
+				walked++
+				t.Run(id.Kind.String()+" "+full, func(t *testing.T) {
+					ctx := auth.WithIdentity(context.Background(), id)
+					requireNotAllowed(t, id.Kind, callGuarded(t, func() error {
+						_, err := md.Handler(h, ctx, func(any) error { return nil }, nil)
+						return err
+					}))
+				})
+			}
+			for _, sd2 := range sd.Streams {
+				full := "/" + sd.ServiceName + "/" + sd2.StreamName
+				walked++
+				t.Run(id.Kind.String()+" "+full, func(t *testing.T) {
+					ctx := auth.WithIdentity(context.Background(), id)
+					requireNotAllowed(t, id.Kind, callGuarded(t, func() error {
+						return sd2.Handler(h, emptyStream{ctx})
+					}))
+				})
+			}
+		}
+	}
+	require.Equal(t, 2*(2+5+3+1), walked, "every non-public method of the five services, for both kinds")
+}
+
+// callGuarded turns a handler that went past its check (and hit the nil engine) into a
+// failure naming it.
+func callGuarded(t *testing.T, call func() error) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("handler went past its authorization check: %v", r)
+		}
+	}()
+	return call()
+}
+
+func requireNotAllowed(t *testing.T, kind auth.Kind, err error) {
+	t.Helper()
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	reason, _ := errs.Reason(err)
+	require.Equal(t, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED, reason)
+	require.Equal(t, map[string]string{"kind": kind.String(), "allowed": "superadmin,service"}, errs.Infos(err)[0].GetMetadata())
+}
+
+// emptyStream is a server stream whose one request is the empty message.
+type emptyStream struct{ ctx context.Context }
+
+func (s emptyStream) SetHeader(metadata.MD) error  { return nil }
+func (s emptyStream) SendHeader(metadata.MD) error { return nil }
+func (s emptyStream) SetTrailer(metadata.MD)       {}
+func (s emptyStream) Context() context.Context     { return s.ctx }
+func (s emptyStream) SendMsg(any) error            { return fmt.Errorf("handler sent a message") }
+func (s emptyStream) RecvMsg(any) error            { return nil }
+
+// ---- against the real policy ----
+
+const serviceToken = "test-service-token"
+
+// buildPolicy builds the real policy command: its packages are internal to its module, so it
+// runs as a process, as in production. The build cache makes repeat runs quick.
+func buildPolicy(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "policy")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/millwright/millwright/services/policy/cmd/policy")
+	cmd.Dir = "../../../policy" // inside the workspace, so the policy module resolves
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build policy: %s", out)
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startPolicy runs the policy binary on a fresh database (no seat check) and returns its address.
+func startPolicy(t *testing.T) string {
+	t.Helper()
+	bin := buildPolicy(t)
+	dsn := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
+		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("policy migrate: %w: %s", err, out)
+		}
+		return nil
+	})
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", "--grpc-addr", addr, "--metrics-addr", "",
+		"--database-url", dsn, "--billing-addr", "", "--log-level", "error")
+	cmd.Env = append(os.Environ(), "MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stop(); _ = cmd.Wait() })
+	return addr
+}
+
+// startRoleset runs the real roleset server (app.Serve: its authenticator, interceptors and
+// background loops) against policy; it returns the gRPC and metrics addresses.
+func startRoleset(t *testing.T, policyAddr string) (string, string) {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	grpcAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	args := []string{"--grpc-addr", grpcAddr, "--metrics-addr", metricsAddr,
+		"--database-url", pgtest.NewDatabase(t, "roleset", migrator), "--instance-id", "inst-" + randHex(4),
+		"--encryption-key", "k1:" + base64.StdEncoding.EncodeToString(key), "--policy-addr", policyAddr,
+		"--admin-token", adminToken, "--service-token", serviceToken, "--log-level", "error",
+		"--shutdown-timeout", "1s"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, args) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return grpcAddr, metricsAddr
+}
+
+func bearer(token string) context.Context {
+	if token == "" {
+		return context.Background()
+	}
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+}
+
+// gauge reads one sample (name with its labels, as printed) from a /metrics page.
+func gauge(t *testing.T, metricsAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	t.Fatalf("no %s on /metrics", name)
+	return 0
+}
+
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// TestTokensThroughPolicy runs the real roleset server against the real policy binary: the
+// config tokens work as before; policy's user and job tokens authenticate (through policy,
+// cached) and are refused with PermissionDenied on the admin RPCs, a workspace admin's
+// included; a revoked token and a finished run's token are refused with Unauthenticated
+// within a bounded wait far below the cache's TTL (policy's stream drops the cached identity);
+// unknown and malformed tokens are Unauthenticated; the public ConnectionService methods still
+// take their job token to the engine.
+func TestTokensThroughPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the policy binary")
+	}
+	policyAddr := startPolicy(t)
+	grpcAddr, metricsAddr := startRoleset(t, policyAddr)
+
+	pcc, err := server.Dial(context.Background(), policyAddr, adminToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { pcc.Close() })
+	scc, err := server.Dial(context.Background(), policyAddr, serviceToken) // the platform's
+	require.NoError(t, err)
+	t.Cleanup(func() { scc.Close() })
+	ws, tokens := policyv1.NewWorkspaceServiceClient(pcc), policyv1.NewTokenServiceClient(pcc)
+	runs := policyv1.NewRunServiceClient(scc)
+	rcc := dial(t, grpcAddr)
+	roles, clusters := rolesetv1.NewRoleServiceClient(rcc), rolesetv1.NewClusterServiceClient(rcc)
+	datatables, conns := rolesetv1.NewDatatableServiceClient(rcc), rolesetv1.NewConnectionServiceClient(rcc)
+	events := rolesetv1.NewEventServiceClient(rcc)
+	listRoles := func(token string) error {
+		_, err := roles.ListRoles(bearer(token), &rolesetv1.ListRolesRequest{ClusterId: "c1"})
+		if status.Code(err) == codes.NotFound {
+			return nil // allowed, and there is no such cluster
+		}
+		return err
+	}
+	require.Eventually(t, func() bool { return listRoles(adminToken) == nil }, 30*time.Second, 50*time.Millisecond, "roleset did not come up")
+	require.Eventually(t, func() bool {
+		_, err := ws.CreateWorkspace(context.Background(), &policyv1.CreateWorkspaceRequest{Workspace: "acme", Name: "Acme",
+			AdminEmail: "boss@acme.test", AdminUsername: "boss"})
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "policy did not come up")
+	_, err = ws.UpsertMember(context.Background(), &policyv1.UpsertMemberRequest{Workspace: "acme", Username: "dev",
+		Email: "dev@acme.test", Role: policyv1.Role_ROLE_DEVELOPER})
+	require.NoError(t, err)
+	newToken := func(user string) *policyv1.CreateTokenResponse {
+		resp, err := tokens.CreateToken(context.Background(), &policyv1.CreateTokenRequest{Workspace: "acme", Username: user,
+			ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
+		require.NoError(t, err)
+		return resp
+	}
+	devTok, bossTok := newToken("dev"), newToken("boss")
+	rec, err := runs.RecordRun(context.Background(), &policyv1.RecordRunRequest{Workspace: "acme", JobId: newUUID(),
+		PermissionedAs: "u/dev", Origin: policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE})
+	require.NoError(t, err)
+	jobTok := rec.GetJobToken()
+
+	t.Run("who gets what on an admin RPC", func(t *testing.T) {
+		cases := []struct {
+			name, token string
+			code        codes.Code
+			kind        string // of a ROLE_NOT_ALLOWED refusal
+		}{
+			{"superadmin token", adminToken, codes.OK, ""},
+			{"service token", serviceToken, codes.OK, ""},
+			{"no token", "", codes.Unauthenticated, ""},
+			{"garbage", "garbage", codes.Unauthenticated, ""},
+			{"malformed user token", "mwu_short", codes.Unauthenticated, ""},
+			{"unknown user token", "mwu_" + strings.Repeat("A", 43), codes.Unauthenticated, ""},
+			{"unknown job token", "mwj_" + strings.Repeat("A", 43), codes.Unauthenticated, ""},
+			{"a developer's user token", devTok.GetToken(), codes.PermissionDenied, "user"},
+			{"a workspace admin's user token", bossTok.GetToken(), codes.PermissionDenied, "user"},
+			{"a job token", jobTok, codes.PermissionDenied, "job"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				calls := map[string]func() error{
+					"ListRoles": func() error { return listRoles(tc.token) },
+					"ListClusters": func() error {
+						_, err := clusters.ListClusters(bearer(tc.token), &rolesetv1.ListClustersRequest{})
+						return err
+					},
+					"GetPermissions": func() error {
+						_, err := datatables.GetPermissions(bearer(tc.token), &rolesetv1.GetPermissionsRequest{Workspace: "acme", Name: "main"})
+						if tc.code == codes.OK && status.Code(err) == codes.NotFound {
+							return nil // allowed, and there is no such data table
+						}
+						return err
+					},
+					"Watch": func() error {
+						ctx, cancel := context.WithTimeout(bearer(tc.token), 5*time.Second)
+						defer cancel()
+						s, err := events.Watch(ctx, &rolesetv1.WatchRequest{})
+						if err != nil {
+							return err
+						}
+						_, err = s.Recv() // the refusal, or the first heartbeat
+						return err
+					},
+				}
+				for name, call := range calls {
+					err := call()
+					require.Equal(t, tc.code, status.Code(err), "%s: %v", name, err)
+					if tc.kind != "" {
+						requireNotAllowed(t, map[string]auth.Kind{"user": auth.User, "job": auth.Job}[tc.kind], err)
+					} else if tc.code == codes.Unauthenticated {
+						reason, _ := errs.Reason(err)
+						require.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, reason, name)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("public methods still take the job token to the engine", func(t *testing.T) {
+		_, err := conns.ResolveConnection(context.Background(), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+		// The engine asked policy for the run and then found no data table: the token was
+		// neither refused by the server's authenticator nor taken for an admin.
+		_, err = conns.ResolveConnection(bearer(jobTok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
+		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+		for name, tok := range map[string]string{"the admin token": adminToken, "a user token": bossTok.GetToken()} {
+			_, err = conns.ResolveConnection(bearer(tok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
+			require.Equal(t, codes.Unauthenticated, status.Code(err), "%s is no job token: %v", name, err)
+		}
+	})
+
+	// cached waits until a call with token is answered from the server's cache (its /metrics
+	// hit counter moves; no other policy token is in use meanwhile), so a refusal that follows
+	// is the stream's invalidation and not a cache miss.
+	cached := func(t *testing.T, token string) {
+		t.Helper()
+		hits := func() float64 {
+			return gauge(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
+		}
+		require.Eventually(t, func() bool {
+			before := hits()
+			return status.Code(listRoles(token)) == codes.PermissionDenied && hits() > before
+		}, 10*time.Second, 20*time.Millisecond, "the token's identity was never cached")
+		require.Positive(t, gauge(t, metricsAddr, "millwright_roleset_token_cache_entries"))
+	}
+	refusedWithin := func(t *testing.T, token string) {
+		t.Helper()
+		start := time.Now()
+		require.Eventually(t, func() bool { return status.Code(listRoles(token)) == codes.Unauthenticated },
+			5*time.Second, 10*time.Millisecond, "roleset still authenticates the token (cache TTL is 30 s)")
+		t.Logf("refused after %v", time.Since(start).Round(time.Millisecond))
+	}
+
+	t.Run("a revoked user token is Unauthenticated within a bounded wait", func(t *testing.T) {
+		cached(t, devTok.GetToken())
+		_, err := tokens.RevokeToken(context.Background(), &policyv1.RevokeTokenRequest{Workspace: "acme", TokenId: devTok.GetTokenId()})
+		require.NoError(t, err)
+		refusedWithin(t, devTok.GetToken())
+		// Other tokens are unaffected.
+		require.Equal(t, codes.PermissionDenied, status.Code(listRoles(bossTok.GetToken())))
+		require.NoError(t, listRoles(adminToken))
+	})
+
+	t.Run("a finished run's job token is Unauthenticated within a bounded wait", func(t *testing.T) {
+		cached(t, jobTok)
+		_, err := runs.FinishRun(context.Background(), &policyv1.FinishRunRequest{Workspace: "acme", JobId: rec.GetRun().GetJobId()})
+		require.NoError(t, err)
+		refusedWithin(t, jobTok)
+	})
+}
