@@ -2,20 +2,15 @@ package app_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -25,6 +20,7 @@ import (
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/billing/internal/app"
 	"github.com/millwright/millwright/services/billing/internal/billingtest"
 )
@@ -40,7 +36,7 @@ func TestTokensThroughPolicy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
 	}
-	bin := buildPolicy(t)
+	bin := servicetest.BuildPolicy(t)
 	ctx := context.Background()
 	policyDSN := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
 		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
@@ -49,7 +45,7 @@ func TestTokensThroughPolicy(t *testing.T) {
 		}
 		return nil
 	})
-	policyAddr := freeAddr(t)
+	policyAddr := servicetest.FreeAddr(t)
 	pctx, stopPolicy := context.WithCancel(ctx)
 	// No --billing-addr: member writes are not priced here, this test is about tokens.
 	cmd := exec.CommandContext(pctx, bin, "serve", "--grpc-addr", policyAddr, "--metrics-addr", "",
@@ -110,31 +106,31 @@ func TestTokensThroughPolicy(t *testing.T) {
 		return resp
 	}
 	devTok, bossTok := newToken("dev"), newToken("boss")
-	rec, err := runs.RecordRun(ctx, &policyv1.RecordRunRequest{Workspace: "acme", JobId: newUUID(),
+	rec, err := runs.RecordRun(ctx, &policyv1.RecordRunRequest{Workspace: "acme", JobId: servicetest.NewUUID(),
 		PermissionedAs: "u/dev", Origin: policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE})
 	require.NoError(t, err)
 	jobTok := rec.GetJobToken()
 
 	setCap := func(token string) error {
-		_, err := bill.SetSeatCap(withToken(token), &billingv1.SetSeatCapRequest{Seats: 0})
+		_, err := bill.SetSeatCap(servicetest.Bearer(token), &billingv1.SetSeatCapRequest{Seats: 0})
 		return err
 	}
 	// The reading RPCs, each once; SetSeatCap is the superadmin's alone.
 	reads := map[string]func(token string) error{
 		"GetSeatUsage": func(token string) error {
-			_, err := bill.GetSeatUsage(withToken(token), &billingv1.GetSeatUsageRequest{})
+			_, err := bill.GetSeatUsage(servicetest.Bearer(token), &billingv1.GetSeatUsageRequest{})
 			return err
 		},
 		"CheckSeatCapForOperatorBuilder": func(token string) error {
-			_, err := bill.CheckSeatCapForOperatorBuilder(withToken(token), &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "acme"})
+			_, err := bill.CheckSeatCapForOperatorBuilder(servicetest.Bearer(token), &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "acme"})
 			return err
 		},
 		"ListUsageReports": func(token string) error {
-			_, err := bill.ListUsageReports(withToken(token), &billingv1.ListUsageReportsRequest{})
+			_, err := bill.ListUsageReports(servicetest.Bearer(token), &billingv1.ListUsageReportsRequest{})
 			return err
 		},
 		"Watch": func(token string) error {
-			wctx, cancel := context.WithTimeout(withToken(token), 5*time.Second)
+			wctx, cancel := context.WithTimeout(servicetest.Bearer(token), 5*time.Second)
 			defer cancel()
 			s, err := events.Watch(wctx, &billingv1.WatchRequest{})
 			if err != nil {
@@ -197,13 +193,13 @@ func TestTokensThroughPolicy(t *testing.T) {
 	cached := func(t *testing.T, token string) {
 		t.Helper()
 		hits := func() float64 {
-			return metricGauge(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
+			return servicetest.Metric(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
 		}
 		require.Eventually(t, func() bool {
 			before := hits()
 			return status.Code(setCap(token)) == codes.PermissionDenied && hits() > before
 		}, 10*time.Second, 20*time.Millisecond, "the token's identity was never cached")
-		require.Positive(t, metricGauge(t, metricsAddr, "millwright_billing_token_cache_entries"))
+		require.Positive(t, servicetest.Metric(t, metricsAddr, "millwright_billing_token_cache_entries"))
 	}
 	refusedWithin := func(t *testing.T, token string) {
 		t.Helper()
@@ -237,43 +233,9 @@ func TestTokensThroughPolicy(t *testing.T) {
 		require.NoError(t, reads["GetSeatUsage"](serviceToken))
 		// A policy token cannot be decided now: a failure to decide (which clients retry),
 		// neither a yes nor a claim that the token is bad.
-		cctx, cancel := context.WithTimeout(withToken(unseen.GetToken()), 2*time.Second)
+		cctx, cancel := context.WithTimeout(servicetest.Bearer(unseen.GetToken()), 2*time.Second)
 		defer cancel()
 		_, err := bill.GetSeatUsage(cctx, &billingv1.GetSeatUsageRequest{})
 		require.Contains(t, []codes.Code{codes.Unavailable, codes.DeadlineExceeded}, status.Code(err), "%v", err)
 	})
-}
-
-func withToken(token string) context.Context {
-	if token == "" {
-		return context.Background()
-	}
-	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
-}
-
-// metricGauge reads one sample (name with its labels, as printed) from a /metrics page.
-func metricGauge(t *testing.T, metricsAddr, name string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	t.Fatalf("no %s on /metrics", name)
-	return 0
-}
-
-func newUUID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

@@ -2,10 +2,8 @@ package app_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,28 +20,10 @@ import (
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/billing/internal/app"
 	"github.com/millwright/millwright/services/billing/internal/billingtest"
 )
-
-// buildPolicy builds the real policy command (policy's packages are internal to its module,
-// so it runs as a process, as in production). The build cache makes repeat runs quick.
-func buildPolicy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "policy")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/millwright/millwright/services/policy/cmd/policy")
-	cmd.Dir = "../../../policy" // inside the workspace, so the policy module resolves
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build policy: %s", out)
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // pair is the real policy binary and the real billing server against each other: billing
 // follows policy's stream and snapshot, and policy asks billing (--billing-addr) to price
@@ -61,7 +41,7 @@ func startPair(t *testing.T) *pair {
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
 	}
-	bin := buildPolicy(t)
+	bin := servicetest.BuildPolicy(t)
 	ctx := context.Background()
 	policyDSN := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
 		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
@@ -70,7 +50,7 @@ func startPair(t *testing.T) *pair {
 		}
 		return nil
 	})
-	policyAddr, billingAddr := freeAddr(t), freeAddr(t)
+	policyAddr, billingAddr := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 
 	pctx, stopPolicy := context.WithCancel(ctx)
 	cmd := exec.CommandContext(pctx, bin, "serve", "--grpc-addr", policyAddr, "--metrics-addr", "",

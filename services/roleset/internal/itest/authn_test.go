@@ -5,13 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +25,7 @@ import (
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/app"
 )
@@ -119,30 +115,10 @@ func (s emptyStream) RecvMsg(any) error            { return nil }
 
 const serviceToken = "test-service-token"
 
-// buildPolicy builds the real policy command: its packages are internal to its module, so it
-// runs as a process, as in production. The build cache makes repeat runs quick.
-func buildPolicy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "policy")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/millwright/millwright/services/policy/cmd/policy")
-	cmd.Dir = "../../../policy" // inside the workspace, so the policy module resolves
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build policy: %s", out)
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startPolicy runs the policy binary on a fresh database (no seat check) and returns its address.
 func startPolicy(t *testing.T) string {
 	t.Helper()
-	bin := buildPolicy(t)
+	bin := servicetest.BuildPolicy(t)
 	dsn := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
 		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
 		if err != nil {
@@ -150,7 +126,7 @@ func startPolicy(t *testing.T) string {
 		}
 		return nil
 	})
-	addr := freeAddr(t)
+	addr := servicetest.FreeAddr(t)
 	ctx, stop := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--grpc-addr", addr, "--metrics-addr", "",
 		"--database-url", dsn, "--billing-addr", "", "--log-level", "error")
@@ -167,7 +143,7 @@ func startRoleset(t *testing.T, policyAddr string) (string, string) {
 	t.Helper()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	grpcAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, metricsAddr := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	args := []string{"--grpc-addr", grpcAddr, "--metrics-addr", metricsAddr,
 		"--database-url", pgtest.NewDatabase(t, "roleset", migrator), "--instance-id", "inst-" + randHex(4),
 		"--encryption-key", "k1:" + base64.StdEncoding.EncodeToString(key), "--policy-addr", policyAddr,
@@ -181,40 +157,6 @@ func startRoleset(t *testing.T, policyAddr string) (string, string) {
 		require.NoError(t, <-done)
 	})
 	return grpcAddr, metricsAddr
-}
-
-func bearer(token string) context.Context {
-	if token == "" {
-		return context.Background()
-	}
-	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
-}
-
-// gauge reads one sample (name with its labels, as printed) from a /metrics page.
-func gauge(t *testing.T, metricsAddr, name string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	t.Fatalf("no %s on /metrics", name)
-	return 0
-}
-
-func newUUID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // TestTokensThroughPolicy runs the real roleset server against the real policy binary: the
@@ -244,7 +186,7 @@ func TestTokensThroughPolicy(t *testing.T) {
 	datatables, conns := rolesetv1.NewDatatableServiceClient(rcc), rolesetv1.NewConnectionServiceClient(rcc)
 	events := rolesetv1.NewEventServiceClient(rcc)
 	listRoles := func(token string) error {
-		_, err := roles.ListRoles(bearer(token), &rolesetv1.ListRolesRequest{ClusterId: "c1"})
+		_, err := roles.ListRoles(servicetest.Bearer(token), &rolesetv1.ListRolesRequest{ClusterId: "c1"})
 		if status.Code(err) == codes.NotFound {
 			return nil // allowed, and there is no such cluster
 		}
@@ -266,7 +208,7 @@ func TestTokensThroughPolicy(t *testing.T) {
 		return resp
 	}
 	devTok, bossTok := newToken("dev"), newToken("boss")
-	rec, err := runs.RecordRun(context.Background(), &policyv1.RecordRunRequest{Workspace: "acme", JobId: newUUID(),
+	rec, err := runs.RecordRun(context.Background(), &policyv1.RecordRunRequest{Workspace: "acme", JobId: servicetest.NewUUID(),
 		PermissionedAs: "u/dev", Origin: policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE})
 	require.NoError(t, err)
 	jobTok := rec.GetJobToken()
@@ -293,18 +235,18 @@ func TestTokensThroughPolicy(t *testing.T) {
 				calls := map[string]func() error{
 					"ListRoles": func() error { return listRoles(tc.token) },
 					"ListClusters": func() error {
-						_, err := clusters.ListClusters(bearer(tc.token), &rolesetv1.ListClustersRequest{})
+						_, err := clusters.ListClusters(servicetest.Bearer(tc.token), &rolesetv1.ListClustersRequest{})
 						return err
 					},
 					"GetPermissions": func() error {
-						_, err := datatables.GetPermissions(bearer(tc.token), &rolesetv1.GetPermissionsRequest{Workspace: "acme", Name: "main"})
+						_, err := datatables.GetPermissions(servicetest.Bearer(tc.token), &rolesetv1.GetPermissionsRequest{Workspace: "acme", Name: "main"})
 						if tc.code == codes.OK && status.Code(err) == codes.NotFound {
 							return nil // allowed, and there is no such data table
 						}
 						return err
 					},
 					"Watch": func() error {
-						ctx, cancel := context.WithTimeout(bearer(tc.token), 5*time.Second)
+						ctx, cancel := context.WithTimeout(servicetest.Bearer(tc.token), 5*time.Second)
 						defer cancel()
 						s, err := events.Watch(ctx, &rolesetv1.WatchRequest{})
 						if err != nil {
@@ -333,10 +275,10 @@ func TestTokensThroughPolicy(t *testing.T) {
 		require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
 		// The engine asked policy for the run and then found no data table: the token was
 		// neither refused by the server's authenticator nor taken for an admin.
-		_, err = conns.ResolveConnection(bearer(jobTok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
+		_, err = conns.ResolveConnection(servicetest.Bearer(jobTok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
 		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
 		for name, tok := range map[string]string{"the admin token": adminToken, "a user token": bossTok.GetToken()} {
-			_, err = conns.ResolveConnection(bearer(tok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
+			_, err = conns.ResolveConnection(servicetest.Bearer(tok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
 			require.Equal(t, codes.Unauthenticated, status.Code(err), "%s is no job token: %v", name, err)
 		}
 	})
@@ -347,13 +289,13 @@ func TestTokensThroughPolicy(t *testing.T) {
 	cached := func(t *testing.T, token string) {
 		t.Helper()
 		hits := func() float64 {
-			return gauge(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
+			return servicetest.Metric(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
 		}
 		require.Eventually(t, func() bool {
 			before := hits()
 			return status.Code(listRoles(token)) == codes.PermissionDenied && hits() > before
 		}, 10*time.Second, 20*time.Millisecond, "the token's identity was never cached")
-		require.Positive(t, gauge(t, metricsAddr, "millwright_roleset_token_cache_entries"))
+		require.Positive(t, servicetest.Metric(t, metricsAddr, "millwright_roleset_token_cache_entries"))
 	}
 	refusedWithin := func(t *testing.T, token string) {
 		t.Helper()

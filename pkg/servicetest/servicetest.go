@@ -1,0 +1,88 @@
+package servicetest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
+)
+
+// BuildPolicy builds the policy command into a temporary directory and returns its path. It
+// builds inside the Go workspace (found from the test's directory), so the policy module
+// resolves; the build cache makes repeat builds quick.
+func BuildPolicy(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "no go.work above the test's directory")
+		dir = parent
+	}
+	bin := filepath.Join(t.TempDir(), "policy")
+	cmd := exec.Command("go", "build", "-o", bin, "./services/policy/cmd/policy")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build policy: %s", out)
+	return bin
+}
+
+// FreeAddr returns a loopback address that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Bearer returns a context whose outgoing calls carry "authorization: Bearer token" (none when
+// token is empty).
+func Bearer(token string) context.Context {
+	if token == "" {
+		return context.Background()
+	}
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+}
+
+// Metric reads one sample (its name with its labels, as printed) from a /metrics page.
+func Metric(t testing.TB, metricsAddr, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	t.Fatalf("no %s on /metrics", sample)
+	return 0
+}
+
+// NewUUID returns a random (version 4) UUID, the form of a run's job id.
+func NewUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
