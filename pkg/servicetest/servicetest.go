@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
@@ -85,4 +86,29 @@ func NewUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// WaitTokenCached calls call (a refused call made with one policy token) until the service at
+// metricsAddr answers it from its token cache (the cache's hit counter moves and entriesSample
+// is positive), so that a refusal that follows is the stream's invalidation and not a miss. No
+// other policy token may be in use meanwhile.
+func WaitTokenCached(t testing.TB, metricsAddr, entriesSample string, call func() bool) {
+	t.Helper()
+	hits := func() float64 {
+		return Metric(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
+	}
+	require.Eventually(t, func() bool {
+		before := hits()
+		return call() && hits() > before
+	}, 10*time.Second, 20*time.Millisecond, "the token's identity was never cached")
+	require.Positive(t, Metric(t, metricsAddr, entriesSample))
+}
+
+// RefusedWithin waits (5 s at most) until call reports the token refused, and logs how long it
+// took: far below the token cache's TTL when the stream delivers the revoke.
+func RefusedWithin(t testing.TB, call func() bool) {
+	t.Helper()
+	start := time.Now()
+	require.Eventually(t, call, 5*time.Second, 10*time.Millisecond, "still authenticated (the cache TTL is 30 s)")
+	t.Logf("refused after %v", time.Since(start).Round(time.Millisecond))
 }

@@ -187,26 +187,14 @@ func TestTokensThroughPolicy(t *testing.T) {
 		}
 	})
 
-	// cached waits until a call with token is answered from billing's cache (its /metrics hit
-	// counter moves; no other policy token is in use meanwhile), so a refusal that follows is
-	// the stream's invalidation and not a cache miss.
 	cached := func(t *testing.T, token string) {
 		t.Helper()
-		hits := func() float64 {
-			return servicetest.Metric(t, metricsAddr, `millwright_cache_lookups_total{cache="tokens",result="hit"}`)
-		}
-		require.Eventually(t, func() bool {
-			before := hits()
-			return status.Code(setCap(token)) == codes.PermissionDenied && hits() > before
-		}, 10*time.Second, 20*time.Millisecond, "the token's identity was never cached")
-		require.Positive(t, servicetest.Metric(t, metricsAddr, "millwright_billing_token_cache_entries"))
+		servicetest.WaitTokenCached(t, metricsAddr, "millwright_billing_token_cache_entries",
+			func() bool { return status.Code(setCap(token)) == codes.PermissionDenied })
 	}
 	refusedWithin := func(t *testing.T, token string) {
 		t.Helper()
-		start := time.Now()
-		require.Eventually(t, func() bool { return status.Code(setCap(token)) == codes.Unauthenticated },
-			5*time.Second, 10*time.Millisecond, "billing still authenticates the token (cache TTL is 30 s)")
-		t.Logf("refused after %v", time.Since(start).Round(time.Millisecond))
+		servicetest.RefusedWithin(t, func() bool { return status.Code(setCap(token)) == codes.Unauthenticated })
 	}
 
 	t.Run("a revoked user token is Unauthenticated within a bounded wait", func(t *testing.T) {

@@ -309,7 +309,11 @@ func (e *env) dropClusterRoles() {
 // authInterceptor is the server's auth step for tests: the static admin token on admin RPCs,
 // nothing on the public ones (their bearer is a job token the engine checks).
 func interceptors() grpc.ServerOption {
-	a := auth.Static{AdminToken: adminToken}
+	return interceptorsWith(auth.Static{AdminToken: adminToken})
+}
+
+// interceptorsWith is interceptors with another authenticator for the admin RPCs.
+func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 	v := api.Validators()
 	public := map[string]bool{}
 	for _, m := range api.PublicMethods {

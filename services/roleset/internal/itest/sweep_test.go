@@ -215,29 +215,8 @@ func (sweepTestTokens) Authenticate(_ context.Context, tok string) (auth.Identit
 
 // serveSweepWithAuth serves the engine like the harness does, authenticating admin RPCs with authn.
 func serveSweepWithAuth(t *testing.T, eng *core.Engine, authn auth.Authenticator) *grpc.ClientConn {
-	public := map[string]bool{}
-	for _, m := range api.PublicMethods {
-		public[m] = true
-	}
-	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if !public[info.FullMethod] {
-			tok, err := auth.BearerToken(ctx)
-			if err != nil {
-				return nil, err
-			}
-			id, err := authn.Authenticate(ctx, tok)
-			if err != nil {
-				return nil, err
-			}
-			ctx = auth.WithIdentity(ctx, id)
-		}
-		if err := api.Validators().Validate(req); err != nil {
-			return nil, err
-		}
-		return h(ctx, req)
-	}
 	srv := &api.Server{Engine: eng}
-	return dial(t, serveGRPC(t, srv.Register, grpc.ChainUnaryInterceptor(unary)))
+	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn)))
 }
 
 func bearerCtx(tok string) context.Context {
