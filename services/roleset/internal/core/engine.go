@@ -352,6 +352,12 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 			if err != nil {
 				return nil, refuse(CodeNoRole, "this data table's default role is not valid")
 			}
+			// A default role must be attached to this data table: a stored default that is
+			// not (written before the rule, or the roles map changed around it) is refused,
+			// never looked up by id across the cluster.
+			if _, attached := d.dt.Roles[def]; !attached {
+				return nil, refuse(CodeNoRole, "this data table's default role is not attached to it")
+			}
 			r, err := e.store.Role(ctx, id)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, refuse(CodeNoRole, "this data table's default role no longer exists")
@@ -368,11 +374,15 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 	} else {
 		if catalogRole.ID == 0 {
 			r, err := e.store.RoleByName(ctx, d.dt.ClusterID, name)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && r.State == store.StateCreating) {
-				return nil, &Error{Code: CodeNotFound, Kind: "role", Msg: fmt.Sprintf("no role %q on this data table's cluster", name)}
-			}
-			if err != nil {
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return nil, err
+			}
+			// A role is usable through a data table only if it is attached to it. The
+			// catalog is per cluster, and the cluster may serve other workspaces' data
+			// tables: a role attached elsewhere answers exactly like an unknown name, so a
+			// caller learns nothing about other tenants' roles.
+			if _, attached := d.dt.Roles[strconv.FormatInt(r.ID, 10)]; err != nil || r.State == store.StateCreating || !attached {
+				return nil, &Error{Code: CodeNotFound, Kind: "role", Msg: fmt.Sprintf("no role %q on this data table", name)}
 			}
 			catalogRole = r
 		}

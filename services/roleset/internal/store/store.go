@@ -353,7 +353,11 @@ func (s *Store) DeleteRoleRow(ctx context.Context, id int64) error {
 // permissions (roles) are kept.
 func (s *Store) UpsertDatatable(ctx context.Context, d Datatable) (Datatable, error) {
 	var raw []byte
-	err := s.Pool.QueryRow(ctx, `
+	var attached bool
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		// The default role (a role id) must be a key of the roles kept: checked on the row
+		// written, in the same transaction, so a refused upsert writes nothing.
+		err := tx.QueryRow(ctx, `
 INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
@@ -361,7 +365,13 @@ ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
     admin_password_enc = EXCLUDED.admin_password_enc, default_role = EXCLUDED.default_role,
     roles = CASE WHEN datatable.cluster_id = EXCLUDED.cluster_id THEN datatable.roles ELSE '{}'::jsonb END,
     updated_at = now()
-RETURNING roles`, d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole).Scan(&raw)
+RETURNING roles, default_role IN ('admin', '$none') OR roles ? default_role`,
+			d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole).Scan(&raw, &attached)
+		if err == nil && !attached {
+			return ErrDefaultNotAttached
+		}
+		return err
+	})
 	if fkViolation(err) {
 		return d, fmt.Errorf("cluster %q: %w", d.ClusterID, ErrNotFound)
 	}
@@ -428,6 +438,9 @@ SELECT count(*) FROM (SELECT id FROM datatable_role WHERE id = ANY($1) AND clust
 	}
 	return s.GetDatatable(ctx, workspace, name)
 }
+
+// ErrDefaultNotAttached is a default role id that is not a key of the data table's roles.
+var ErrDefaultNotAttached = errors.New("store: default role not attached to the data table")
 
 // ErrUnknownRole is a permissions entry naming no ready role of the cluster.
 var ErrUnknownRole = errors.New("store: unknown role")
