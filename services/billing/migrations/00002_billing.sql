@@ -19,7 +19,7 @@ CREATE TABLE member (
     PRIMARY KEY (workspace, username)
 );
 
--- A workspace's builder flag (operator_settings builder_flows OR builder_apps). An absent row
+-- A workspace's builder flag (policy's one definition, pkg/builderflag). An absent row
 -- means builder rights off: they are granted on request.
 CREATE TABLE workspace_builder (
     workspace     text    PRIMARY KEY,

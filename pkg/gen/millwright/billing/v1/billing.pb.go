@@ -450,7 +450,8 @@ type BuilderChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workspace.
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	// The new state of the builder flag (builder_flows or builder_apps).
+	// The new state of the builder flag: millwright.policy.v1.OperatorSettings.builder, the one
+	// definition of builder rights (no other settings key grants them).
 	Builder       bool `protobuf:"varint,2,opt,name=builder,proto3" json:"builder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
