@@ -168,7 +168,10 @@ func decodeMember(e Event) (Change, error) {
 		c.Removed = true
 		return c, nil
 	}
-	c.Email = NormalizeEmail(p.Email)
+	// The seat identity is the email exactly as policy stores it: policy admits only the one
+	// canonical form (pkg/names.Email), so folding here could only merge two people policy
+	// keeps apart (strings.ToLower turned U+212A KELVIN SIGN into k) and undercount seats.
+	c.Email = p.Email
 	if c.Email == "" {
 		return nil, fmt.Errorf("event %d: member without email", e.ID)
 	}

@@ -19,8 +19,16 @@ func TestDecode(t *testing.T) {
 		{
 			name: "member insert",
 			ev: Event{ID: 1, Kind: "member", Workspace: "w1", Key: "ann", Op: "insert",
-				Payload: `{"email":" Ann@Example.com ","role":"developer","disabled":false}`},
+				Payload: `{"email":"ann@example.com","role":"developer","disabled":false}`},
 			want: MemberChange{Workspace: "w1", Username: "ann", Email: "ann@example.com", Role: RoleDeveloper},
+		},
+		{
+			// Billing used to trim and lower-case: U+212A KELVIN SIGN became k, merging two
+			// members policy keeps apart into one seat. The email is the identity as sent.
+			name: "member email is not folded",
+			ev: Event{ID: 1, Kind: "member", Workspace: "w1", Key: "kay", Op: "insert",
+				Payload: `{"email":"\u212aay@x","role":"developer"}`},
+			want: MemberChange{Workspace: "w1", Username: "kay", Email: "\u212aay@x", Role: RoleDeveloper},
 		},
 		{
 			name: "member role as proto enum name and disabled",
