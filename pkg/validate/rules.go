@@ -72,11 +72,16 @@ func MaxLen(field, v string, n int) error {
 	return nil
 }
 
-// Pattern refuses a non-empty string that re does not match, under the caller's rule name
-// (e.g. "username", "path"). Empty strings pass: combine with Required when needed. re should
-// be anchored (^...$).
+// Pattern refuses a string that re does not match, under the caller's rule name, and an empty
+// one as RuleRequired (it used to let "" through, which made every optional-looking use a
+// required field that was not checked). re should be anchored (^...$). Names that more than
+// one service takes have their own rule in fields.go; use Pattern only for a field of one
+// service.
 func Pattern(field, v string, re *regexp.Regexp, rule string) error {
-	if v != "" && !re.MatchString(v) {
+	if err := Required(field, v); err != nil {
+		return err
+	}
+	if !re.MatchString(v) {
 		return errs.InvalidField(field, rule, fmt.Sprintf("%s does not match the %s format", field, rule))
 	}
 	return nil
@@ -86,6 +91,14 @@ func Pattern(field, v string, re *regexp.Regexp, rule string) error {
 func OneOf[T comparable](field string, v T, allowed ...T) error {
 	if !slices.Contains(allowed, v) {
 		return errs.InvalidField(field, RuleOneOf, fmt.Sprintf("%s must be one of %v", field, allowed))
+	}
+	return nil
+}
+
+// MaxEntries refuses a map of more than n entries.
+func MaxEntries[K comparable, V any](field string, m map[K]V, n int) error {
+	if len(m) > n {
+		return errs.InvalidField(field, RuleMaxItems, fmt.Sprintf("%s has more than %d entries", field, n))
 	}
 	return nil
 }

@@ -128,7 +128,10 @@ func TestHelpers(t *testing.T) {
 		rule string
 	}{
 		{"pattern ok", validate.Pattern("f", "ab_1", name, "identifier"), ""},
-		{"pattern empty passes", validate.Pattern("f", "", name, "identifier"), ""},
+		{"pattern empty refused", validate.Pattern("f", "", name, "identifier"), validate.RuleRequired},
+		{"pattern blank refused", validate.Pattern("f", " ", name, "identifier"), validate.RuleRequired},
+		{"map entries ok", validate.MaxEntries("m", map[string]int{"a": 1}, 1), ""},
+		{"map entries bad", validate.MaxEntries("m", map[string]int{"a": 1, "b": 2}, 1), validate.RuleMaxItems},
 		{"pattern bad", validate.Pattern("f", "1ab", name, "identifier"), "identifier"},
 		{"one of ok", validate.OneOf("op", "insert", "insert", "delete"), ""},
 		{"one of bad", validate.OneOf("op", "drop", "insert", "delete"), validate.RuleOneOf},

@@ -7,7 +7,7 @@
 -- +goose StatementBegin
 
 -- One row per (workspace, username), as policy keys its members. email is the seat identity
--- (normalized to lower case by the consumer), counted once across every workspace.
+-- (exactly as policy stores it, in its one canonical form), counted once across every workspace.
 -- last_event_id is the stream event that last wrote the row (0 for a snapshot load).
 CREATE TABLE member (
     workspace     text    NOT NULL,
@@ -19,7 +19,7 @@ CREATE TABLE member (
     PRIMARY KEY (workspace, username)
 );
 
--- A workspace's builder flag (operator_settings builder_flows OR builder_apps). An absent row
+-- A workspace's builder flag (policy's one definition, pkg/builderflag). An absent row
 -- means builder rights off: they are granted on request.
 CREATE TABLE workspace_builder (
     workspace     text    PRIMARY KEY,

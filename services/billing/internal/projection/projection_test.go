@@ -45,7 +45,7 @@ type member struct {
 }
 
 func upstreamMembers(t *testing.T, u *billingtest.Upstream) []member {
-	rows, err := u.Pool.Query(context.Background(), `SELECT workspace_id, username, lower(email), role, disabled FROM member`)
+	rows, err := u.Pool.Query(context.Background(), `SELECT workspace_id, username, email, role, disabled FROM member`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []member
@@ -85,7 +85,7 @@ func writeEvents(t *testing.T, u *billingtest.Upstream, rng *rand.Rand, n int, t
 		var err error
 		switch r := rng.IntN(10); {
 		case r < 6:
-			err = u.UpsertMember(ctx, ws, user, user+"@Example.com", roles[rng.IntN(len(roles))], rng.IntN(5) == 0)
+			err = u.UpsertMember(ctx, ws, user, user+"@example.com", roles[rng.IntN(len(roles))], rng.IntN(5) == 0)
 		case r < 7:
 			err = u.RemoveMember(ctx, ws, user)
 		case r < 9:

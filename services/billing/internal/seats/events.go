@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/millwright/millwright/pkg/builderflag"
 )
 
 // Event is one entry of policy's stream, transport-free.
@@ -31,23 +33,6 @@ type flag bool
 
 func (f *flag) UnmarshalJSON(b []byte) error {
 	*f = string(b) == "true"
-	return nil
-}
-
-// nested reads a settings object that may arrive as a JSON object (a jsonb column) or as a
-// string holding one (a text column).
-type nested struct{ builderFlags }
-
-func (n *nested) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		b = []byte(s)
-	}
-	var f builderFlags
-	if json.Unmarshal(b, &f) != nil {
-		return nil // not an object: grants nothing
-	}
-	n.builderFlags = f
 	return nil
 }
 
@@ -88,21 +73,34 @@ type memberPayload struct {
 	Disabled    flag      `json:"disabled"`
 }
 
-// builderFlags is every name the builder right has had (windmill-shapes 2.1): the v1 single
-// flag, then builder_flows, then both flags; either one on makes the workspace a builder
-// workspace, and granting both costs the same as one.
-type builderFlags struct {
-	Builder      flag `json:"builder"`
-	BuilderFlows flag `json:"builder_flows"`
-	BuilderApps  flag `json:"builder_apps"`
+// settingsPayload is policy's settings event: the stored operator_settings object (a JSON
+// object from a jsonb column, or a string holding one from a text column) and builder, the
+// flag policy's schema computed from it with operator_builder_on. Billing reads only that flag,
+// or, for an event without it (written before policy's migration 00006), applies the same
+// definition, builderflag.On, to the object. The names the right had in earlier platform
+// versions (builder_flows, builder_apps, operator_builder_enabled) grant nothing: policy never
+// honoured them, and its schema now refuses them on write.
+type settingsPayload struct {
+	Builder          json.RawMessage `json:"builder"`
+	OperatorSettings json.RawMessage `json:"operator_settings"`
 }
 
-func (b builderFlags) on() bool { return bool(b.Builder || b.BuilderFlows || b.BuilderApps) }
-
-type settingsPayload struct {
-	builderFlags
-	OperatorSettings *nested `json:"operator_settings"`
-	OperatorBuilder  flag    `json:"operator_builder_enabled"`
+func (p settingsPayload) on() (bool, error) {
+	if p.Builder != nil {
+		switch string(p.Builder) {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+		return false, fmt.Errorf("builder is not a boolean: %s", p.Builder)
+	}
+	obj := []byte(p.OperatorSettings)
+	var text string
+	if json.Unmarshal(obj, &text) == nil {
+		obj = []byte(text)
+	}
+	return builderflag.On(obj), nil
 }
 
 // Decode turns a stream event into a projection change. Events of kinds billing does not
@@ -130,7 +128,10 @@ func Decode(e Event) (Change, error) {
 		if err := unmarshal(e.Payload, &p); err != nil {
 			return nil, fmt.Errorf("event %d: settings payload: %w", e.ID, err)
 		}
-		on := p.on() || bool(p.OperatorBuilder) || (p.OperatorSettings != nil && p.OperatorSettings.on())
+		on, err := p.on()
+		if err != nil {
+			return nil, fmt.Errorf("event %d: settings payload: %w", e.ID, err)
+		}
 		return BuilderChange{Workspace: ws, Builder: on}, nil
 	case "workspace":
 		if e.Op != "delete" {
@@ -167,7 +168,10 @@ func decodeMember(e Event) (Change, error) {
 		c.Removed = true
 		return c, nil
 	}
-	c.Email = NormalizeEmail(p.Email)
+	// The seat identity is the email exactly as policy stores it: policy admits only the one
+	// canonical form (pkg/names.Email), so folding here could only merge two people policy
+	// keeps apart (strings.ToLower turned U+212A KELVIN SIGN into k) and undercount seats.
+	c.Email = p.Email
 	if c.Email == "" {
 		return nil, fmt.Errorf("event %d: member without email", e.ID)
 	}

@@ -1,9 +1,12 @@
 package seats
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/pkg/builderflag"
 )
 
 func TestDecode(t *testing.T) {
@@ -16,8 +19,16 @@ func TestDecode(t *testing.T) {
 		{
 			name: "member insert",
 			ev: Event{ID: 1, Kind: "member", Workspace: "w1", Key: "ann", Op: "insert",
-				Payload: `{"email":" Ann@Example.com ","role":"developer","disabled":false}`},
+				Payload: `{"email":"ann@example.com","role":"developer","disabled":false}`},
 			want: MemberChange{Workspace: "w1", Username: "ann", Email: "ann@example.com", Role: RoleDeveloper},
+		},
+		{
+			// Billing used to trim and lower-case: U+212A KELVIN SIGN became k, merging two
+			// members policy keeps apart into one seat. The email is the identity as sent.
+			name: "member email is not folded",
+			ev: Event{ID: 1, Kind: "member", Workspace: "w1", Key: "kay", Op: "insert",
+				Payload: `{"email":"\u212aay@x","role":"developer"}`},
+			want: MemberChange{Workspace: "w1", Username: "kay", Email: "\u212aay@x", Role: RoleDeveloper},
 		},
 		{
 			name: "member role as proto enum name and disabled",
@@ -62,14 +73,25 @@ func TestDecode(t *testing.T) {
 		{
 			name: "settings nested as text",
 			ev: Event{ID: 13, Kind: "settings", Workspace: "w1", Op: "update",
-				Payload: `{"operator_settings":"{\"builder_apps\":true}"}`},
+				Payload: `{"operator_settings":"{\"builder\":true}"}`},
 			want: BuilderChange{Workspace: "w1", Builder: true},
 		},
 		{
-			name: "settings flat builder_flows",
-			ev:   Event{ID: 14, Kind: "settings", Workspace: "w1", Op: "update", Payload: `{"builder_flows":true,"builder_apps":false}`},
-			want: BuilderChange{Workspace: "w1", Builder: true},
+			// Policy never granted builder rights by these names: counting them charged
+			// operators as authors whom policy still refused.
+			name: "settings legacy names grant nothing",
+			ev: Event{ID: 14, Kind: "settings", Workspace: "w1", Op: "update",
+				Payload: `{"builder_flows":true,"builder_apps":true,"operator_builder_enabled":true,"operator_settings":{"builder_apps":true}}`},
+			want: BuilderChange{Workspace: "w1", Builder: false},
 		},
+		{
+			name: "settings computed flag wins over the object",
+			ev: Event{ID: 14, Kind: "settings", Workspace: "w1", Op: "update",
+				Payload: `{"builder":false,"operator_settings":{"builder":true}}`},
+			want: BuilderChange{Workspace: "w1", Builder: false},
+		},
+		{name: "settings computed flag not a boolean", ev: Event{ID: 14, Kind: "settings", Workspace: "w1", Op: "update",
+			Payload: `{"builder":"true"}`}, wantErr: true},
 		{
 			name: "settings builder off",
 			ev:   Event{ID: 15, Kind: "settings", Workspace: "w1", Op: "update", Payload: `{"builder":false}`},
@@ -125,4 +147,20 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Billing prices builder rights by the one definition: every example of pkg/builderflag
+// decodes to the same flag whether the event carries policy's computed flag (as policy's schema
+// writes it, checked by policy's TestBuilderDefinitionAgrees) or only the object.
+func TestDecodeBuilderDefinition(t *testing.T) {
+	for _, ex := range builderflag.Examples {
+		t.Run(ex.Settings, func(t *testing.T) {
+			computed := fmt.Sprintf(`{"operator_settings":%s,"builder":%t}`, ex.Settings, ex.On)
+			for _, payload := range []string{computed, `{"operator_settings":` + ex.Settings + `}`} {
+				got, err := Decode(Event{ID: 1, Kind: "settings", Workspace: "w", Op: "update", Payload: payload})
+				require.NoError(t, err)
+				require.Equal(t, BuilderChange{Workspace: "w", Builder: ex.On}, got, payload)
+			}
+		})
+	}
 }

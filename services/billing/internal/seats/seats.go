@@ -30,10 +30,6 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q", s)
 }
 
-// NormalizeEmail is the seat identity: one person is one email across every workspace, and
-// emails differ only in case by accident, never on purpose.
-func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
-
 // Weights are the milli-seats one user of each class costs.
 type Weights struct {
 	AuthorMilli   int64

@@ -75,7 +75,7 @@ func (s *Store) Resync(ctx context.Context, snap seats.Snapshot) error {
 			if m.Removed {
 				continue
 			}
-			rows = append(rows, []any{m.Workspace, m.Username, seats.NormalizeEmail(m.Email), string(m.Role), m.Disabled})
+			rows = append(rows, []any{m.Workspace, m.Username, m.Email, string(m.Role), m.Disabled})
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"member"},
 			[]string{"workspace", "username", "email", "role", "disabled"}, pgx.CopyFromRows(rows)); err != nil {

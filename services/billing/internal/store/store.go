@@ -201,7 +201,7 @@ func applyChange(ctx context.Context, tx pgx.Tx, change seats.Change, eventID in
 			ON CONFLICT (workspace, username) DO UPDATE
 			SET email = excluded.email, role = excluded.role, disabled = excluded.disabled,
 			    last_event_id = excluded.last_event_id`,
-			c.Workspace, c.Username, seats.NormalizeEmail(c.Email), string(c.Role), c.Disabled, eventID)
+			c.Workspace, c.Username, c.Email, string(c.Role), c.Disabled, eventID)
 		return err
 	case seats.BuilderChange:
 		_, err := tx.Exec(ctx, `

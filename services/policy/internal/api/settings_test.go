@@ -112,7 +112,7 @@ func TestOperatorSettingsMerge(t *testing.T) {
 	require.Equal(t, 3, count())
 	var payload string
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT payload::text FROM stream_outbox WHERE kind = 'settings' ORDER BY id DESC LIMIT 1`).Scan(&payload))
-	require.JSONEq(t, `{"operator_settings": {}}`, payload)
+	require.JSONEq(t, `{"operator_settings": {}, "builder": false}`, payload)
 }
 
 type fakeSeats struct {

@@ -19,39 +19,18 @@ func rule(field, name string, ok bool, msg string) error {
 
 func required(field, v string) error { return validate.Required(field, v) }
 
-func workspace(v string) error {
-	return validate.First(required("workspace", v),
-		rule("workspace", "workspace", policy.ValidWorkspace(v), "must be 1-50 chars of [a-z0-9_-]"))
-}
+// The names every service takes (workspace, username, email, group, folder, path) have their
+// one rule in pkg/validate (defined in pkg/names).
+func workspace(v string) error { return validate.Workspace("workspace", v) }
 
-func username(field, v string) error {
-	return validate.First(required(field, v),
-		rule(field, "username", policy.ValidUsername(v), "must be 1-50 chars of [a-z0-9_.-]"))
-}
-
-func optUsername(field, v string) error {
-	if v == "" {
-		return nil
-	}
-	return username(field, v)
-}
-
-func email(field, v string) error {
-	return validate.First(required(field, v), rule(field, "email", policy.ValidEmail(v), "is not an email address"))
-}
-
-func groupName(field, v string) error {
-	return validate.First(required(field, v), rule(field, "group_name", policy.ValidGroupName(v), "must be 1-50 chars of [a-z0-9_-]"))
-}
-
-func folderName(field, v string) error {
-	return validate.First(required(field, v), rule(field, "folder_name", policy.ValidFolderName(v), "must be 1-50 chars of [a-z0-9_-]"))
-}
-
-func path(field, v string) error {
-	return validate.First(required(field, v),
-		rule(field, "path", policy.ValidPath(v), "must be u/<username>/<name> or f/<folder>/<name>, at most 255 chars"))
-}
+var (
+	username    = validate.Username
+	optUsername = validate.OptionalUsername
+	email       = validate.Email
+	groupName   = validate.GroupName
+	folderName  = validate.FolderName
+	path        = validate.Path
+)
 
 func hash(field, v string) error {
 	return validate.First(required(field, v), rule(field, "hash", policy.ValidHash(v), "must be 16 lowercase hex digits"))

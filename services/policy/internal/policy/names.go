@@ -3,14 +3,15 @@ package policy
 import (
 	"regexp"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/millwright/millwright/pkg/names"
 )
 
-// Limits shared by validation and storage.
+// Limits shared by validation and storage. The names themselves (workspace, username, email,
+// group, folder, path) are defined once for every service in pkg/names.
 const (
 	MaxListItems = 1000 // every repeated request field
-	MaxPathLen   = 255
-	MaxEmailLen  = 255
+	MaxPathLen   = names.MaxPathLen
 	MaxLabelLen  = 100
 	MaxNameLen   = 200 // workspace display name
 	MaxScopes    = 64
@@ -18,29 +19,12 @@ const (
 )
 
 var (
-	reWorkspace = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,49}$`)
-	reUsername  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,49}$`)
-	reName      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,49}$`) // groups and folders
-	reSegment   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$`)
-	reHash      = regexp.MustCompile(`^[0-9a-f]{16}$`)
-	reTag       = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
-	reScope     = regexp.MustCompile(`^[a-z][a-z_]*(:[a-z0-9_*./-]+){1,4}$`)
-	reUUID      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	reJobKind   = regexp.MustCompile(`^[a-z][a-z_]{0,49}$`)
+	reHash    = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	reTag     = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
+	reScope   = regexp.MustCompile(`^[a-z][a-z_]*(:[a-z0-9_*./-]+){1,4}$`)
+	reUUID    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	reJobKind = regexp.MustCompile(`^[a-z][a-z_]{0,49}$`)
 )
-
-// ValidWorkspace: 1-50 chars of [a-z0-9_-], not starting with - or _.
-func ValidWorkspace(s string) bool { return reWorkspace.MatchString(s) }
-
-// ValidUsername: 1-50 chars of [a-z0-9_.-], starting with a letter or digit.
-func ValidUsername(s string) bool { return reUsername.MatchString(s) }
-
-// ValidGroupName and ValidFolderName: 1-50 chars of [a-z0-9_-]. No comma, slash or dot, which
-// matters: names travel into the row-level-security settings as comma-separated lists.
-func ValidGroupName(s string) bool { return reName.MatchString(s) }
-
-// ValidFolderName is ValidGroupName for folders.
-func ValidFolderName(s string) bool { return reName.MatchString(s) }
 
 // ValidHash is Windmill's ScriptHash as text: exactly 16 lowercase hex digits. Uppercase is
 // refused rather than folded, so one hash has one spelling and pins compare byte for byte.
@@ -58,21 +42,6 @@ func ValidJobID(s string) bool { return reUUID.MatchString(s) }
 // ValidJobKind is a result-cache job kind such as "script" or "flow".
 func ValidJobKind(s string) bool { return reJobKind.MatchString(s) }
 
-// ValidEmail is deliberately loose (one @, no whitespace, comma or control characters, at most
-// 255 characters): the platform owns email syntax; policy only needs it to be one token.
-func ValidEmail(s string) bool {
-	if s == "" || len(s) > MaxEmailLen || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r <= ' ' || r == ',' || r == 0x7f {
-			return false
-		}
-	}
-	local, domain, ok := strings.Cut(s, "@")
-	return ok && local != "" && domain != "" && !strings.Contains(domain, "@")
-}
-
 // Path is a parsed runnable path: u/<owner>/<rest> or f/<folder>/<rest>.
 type Path struct {
 	Space string // "u" or "f"
@@ -80,38 +49,15 @@ type Path struct {
 	Rest  string
 }
 
-// ParsePath parses a catalog path. Hub paths and anything else are refused: only workspace
-// items live in the catalog.
+// ParsePath parses a catalog path (names.Path). Hub paths and anything else are refused: only
+// workspace items live in the catalog.
 func ParsePath(p string) (Path, bool) {
-	if len(p) > MaxPathLen {
+	if !names.Path(p) {
 		return Path{}, false
 	}
-	parts := strings.Split(p, "/")
-	if len(parts) < 3 {
-		return Path{}, false
-	}
-	for _, seg := range parts[2:] {
-		if !reSegment.MatchString(seg) {
-			return Path{}, false
-		}
-	}
-	switch parts[0] {
-	case "u":
-		if !ValidUsername(parts[1]) {
-			return Path{}, false
-		}
-	case "f":
-		if !ValidFolderName(parts[1]) {
-			return Path{}, false
-		}
-	default:
-		return Path{}, false
-	}
-	return Path{Space: parts[0], Owner: parts[1], Rest: strings.Join(parts[2:], "/")}, true
+	parts := strings.SplitN(p, "/", 3)
+	return Path{Space: parts[0], Owner: parts[1], Rest: parts[2]}, true
 }
-
-// ValidPath reports whether ParsePath accepts p.
-func ValidPath(p string) bool { _, ok := ParsePath(p); return ok }
 
 // Principal is "u/<username>" or "g/<group>".
 type Principal struct {
@@ -128,7 +74,7 @@ func ParsePrincipal(s string) (Principal, bool) {
 	switch {
 	case !ok:
 		return Principal{}, false
-	case kind == "u" && ValidUsername(name), kind == "g" && ValidGroupName(name):
+	case kind == "u" && names.Username(name), kind == "g" && names.Group(name):
 		return Principal{Kind: kind, Name: name}, true
 	}
 	return Principal{}, false

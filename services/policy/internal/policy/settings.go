@@ -3,6 +3,8 @@ package policy
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/millwright/millwright/pkg/builderflag"
 )
 
 // OperatorSettings is the resolved operator_settings of a workspace (windmill-shapes 2.1, with
@@ -36,7 +38,7 @@ var SettingKeys = []SettingKey{
 	{"groups", true, func(s *OperatorSettings) *bool { return &s.Groups }},
 	{"folders", true, func(s *OperatorSettings) *bool { return &s.Folders }},
 	{"workers", true, func(s *OperatorSettings) *bool { return &s.Workers }},
-	{"builder", false, func(s *OperatorSettings) *bool { return &s.Builder }},
+	{builderflag.Key, false, func(s *OperatorSettings) *bool { return &s.Builder }},
 	{"manage_schedules", true, func(s *OperatorSettings) *bool { return &s.ManageSchedules }},
 	{"manage_triggers", true, func(s *OperatorSettings) *bool { return &s.ManageTriggers }},
 	{"strip_builder_sdk_read_scopes", true, func(s *OperatorSettings) *bool { return &s.StripBuilderSDKReadScopes }},
@@ -49,8 +51,9 @@ func DefaultOperatorSettings() OperatorSettings {
 }
 
 // ResolveOperatorSettings applies defaults to a stored JSON object. A key holding anything but
-// a JSON boolean resolves to its default, except builder, which resolves to false: a grant must
-// be explicit. Unknown keys are ignored (the platform git-syncs the object verbatim).
+// a JSON boolean resolves to its default, except builder, which is builderflag.On (the one
+// definition billing and the schema share): a grant must be explicit. Unknown keys are ignored
+// (the platform git-syncs the object verbatim); the schema refuses the builder-like ones.
 func ResolveOperatorSettings(stored []byte) (OperatorSettings, error) {
 	var raw map[string]json.RawMessage
 	if len(stored) > 0 {
@@ -65,12 +68,11 @@ func ResolveOperatorSettings(stored []byte) (OperatorSettings, error) {
 			var b bool
 			if json.Unmarshal(r, &b) == nil && (string(r) == "true" || string(r) == "false") {
 				v = b
-			} else if k.Key == "builder" {
-				v = false
 			}
 		}
 		*k.field(&s) = v
 	}
+	s.Builder = builderflag.On(stored)
 	return s, nil
 }
 

@@ -1,7 +1,7 @@
 package api
 
 import (
-	"regexp"
+	"slices"
 
 	"github.com/millwright/millwright/pkg/errs"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
@@ -11,23 +11,33 @@ import (
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
 
-var (
-	idRe    = regexp.MustCompile(`^[a-z0-9_-]{1,63}$`)
-	pgIdent = regexp.MustCompile(`^[A-Za-z0-9_$-]{1,63}$`)
-	hostRe  = regexp.MustCompile(`^[A-Za-z0-9.:_-]{1,253}$`)
-	wsRe    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,50}$`)
+// Limits of SetPermissions (stated in roleset.proto).
+const (
+	maxPermissionRoles = 1000 // entries of the roles map
+	maxTenants         = 1000 // tenants of one role
 )
+
+// datatableName is the data-table name rule, dtref's (the name inside a reference obeys it).
+func datatableName(field, v string) error {
+	if err := validate.Required(field, v); err != nil {
+		return err
+	}
+	if !dtref.ValidName(v) {
+		return errs.InvalidField(field, "datatable_name", field+" must be 1-63 characters of [A-Za-z0-9_-]")
+	}
+	return nil
+}
 
 // Validators returns the registry with one validator per request message.
 func Validators() *validate.Registry {
 	r := validate.NewRegistry()
 	validate.Add(r, func(m *rolesetv1.UpsertClusterRequest) error {
 		return validate.First(
-			validate.Pattern("cluster_id", m.GetClusterId(), idRe, "cluster_id"),
-			validate.Pattern("host", m.GetHost(), hostRe, "host"),
+			validate.ClusterID("cluster_id", m.GetClusterId()),
+			validate.Host("host", m.GetHost()),
 			validate.Min("port", m.GetPort(), 1), validate.Max("port", m.GetPort(), 65535),
-			validate.Pattern("maintenance_database", m.GetMaintenanceDatabase(), pgIdent, "identifier"),
-			validate.Pattern("admin_user", m.GetAdminUser(), pgIdent, "identifier"),
+			validate.Identifier("maintenance_database", m.GetMaintenanceDatabase()),
+			validate.Identifier("admin_user", m.GetAdminUser()),
 			validate.Required("admin_password", m.GetAdminPassword()),
 			validate.MaxLen("admin_password", m.GetAdminPassword(), 1024))
 	})
@@ -35,43 +45,47 @@ func Validators() *validate.Registry {
 	validate.Add(r, func(m *rolesetv1.CreateRoleRequest) error {
 		// The name's own rules (reserved names and prefixes) are checked by core, which
 		// answers RESERVED_NAME; here only presence.
-		return validate.First(validate.Pattern("cluster_id", m.GetClusterId(), idRe, "cluster_id"),
-			validate.Required("name", m.GetName()))
+		return validate.First(validate.ClusterID("cluster_id", m.GetClusterId()),
+			validate.Required("name", m.GetName()), validate.MaxLen("name", m.GetName(), 63))
 	})
 	validate.Add(r, func(m *rolesetv1.UpdateRoleRequest) error {
 		return validate.Required("role_id", m.GetRoleId())
 	})
 	validate.Add(r, func(m *rolesetv1.DeleteRoleRequest) error { return validate.Required("role_id", m.GetRoleId()) })
 	validate.Add(r, func(m *rolesetv1.ListRolesRequest) error {
-		return validate.Pattern("cluster_id", m.GetClusterId(), idRe, "cluster_id")
+		return validate.ClusterID("cluster_id", m.GetClusterId())
 	})
 	validate.Add(r, func(*rolesetv1.SweepRequest) error { return nil })
 	validate.Add(r, func(m *rolesetv1.UpsertDatatableRequest) error {
-		nameErr := error(nil)
-		if !dtref.ValidName(m.GetName()) {
-			nameErr = errs.InvalidField("name", "datatable_name", "name must be 1-63 characters of [A-Za-z0-9_-]")
-		}
 		return validate.First(
-			validate.Pattern("workspace", m.GetWorkspace(), wsRe, "workspace"), nameErr,
-			validate.Pattern("cluster_id", m.GetClusterId(), idRe, "cluster_id"),
-			validate.Pattern("database", m.GetDatabase(), pgIdent, "identifier"),
-			validate.Pattern("admin_user", m.GetAdminUser(), pgIdent, "identifier"),
+			validate.Workspace("workspace", m.GetWorkspace()), datatableName("name", m.GetName()),
+			validate.ClusterID("cluster_id", m.GetClusterId()),
+			validate.Identifier("database", m.GetDatabase()),
+			validate.Identifier("admin_user", m.GetAdminUser()),
 			validate.Required("admin_password", m.GetAdminPassword()),
 			validate.MaxLen("admin_password", m.GetAdminPassword(), 1024),
 			checkDefaultRole(m.GetDefaultRole()))
 	})
 	validate.Add(r, func(m *rolesetv1.SetPermissionsRequest) error {
-		if err := validate.First(validate.Pattern("workspace", m.GetWorkspace(), wsRe, "workspace"),
-			checkDefaultRole(m.GetDefaultRole())); err != nil {
+		if err := validate.First(validate.Workspace("workspace", m.GetWorkspace()), datatableName("name", m.GetName()),
+			checkDefaultRole(m.GetDefaultRole()),
+			validate.MaxEntries("roles", m.GetRoles(), maxPermissionRoles)); err != nil {
 			return err
 		}
-		for k, v := range m.GetRoles() {
+		// In key order, so the same request is always refused for the same entry.
+		keys := make([]string, 0, len(m.GetRoles()))
+		for k := range m.GetRoles() {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v := m.GetRoles()[k]
 			if k != rolename.AdminRole {
 				if _, err := parseRoleID(k); err != nil {
 					return err
 				}
 			}
-			if err := validate.MaxItems("roles."+k+".tenants", v.GetTenants(), 1000); err != nil {
+			if err := validate.MaxItems("roles."+k+".tenants", v.GetTenants(), maxTenants); err != nil {
 				return err
 			}
 			if _, err := tenancy.ParseTenants(v.GetTenants()); err != nil {
@@ -81,11 +95,14 @@ func Validators() *validate.Registry {
 		return nil
 	})
 	validate.Add(r, func(m *rolesetv1.GetPermissionsRequest) error {
-		return validate.Pattern("workspace", m.GetWorkspace(), wsRe, "workspace")
+		return validate.First(validate.Workspace("workspace", m.GetWorkspace()), datatableName("name", m.GetName()))
 	})
 	// Reference parsing is the handler's (it answers MALFORMED_REFERENCE with the parser's rule).
 	validate.Add(r, func(*rolesetv1.ResolveConnectionRequest) error { return nil })
 	validate.Add(r, func(*rolesetv1.ExplainConnectionRequest) error { return nil })
-	validate.Add(r, func(m *rolesetv1.WatchRequest) error { return validate.MaxItems("kinds", m.GetKinds(), 32) })
+	validate.Add(r, func(m *rolesetv1.WatchRequest) error {
+		return validate.First(validate.MaxItems("kinds", m.GetKinds(), 32),
+			validate.Each("kinds", m.GetKinds(), func(f, k string) error { return validate.MaxLen(f, k, 50) }))
+	})
 	return r
 }

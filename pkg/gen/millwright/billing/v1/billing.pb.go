@@ -361,7 +361,10 @@ type MemberChange struct {
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The member's key in the workspace (policy's username).
 	Username string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
-	// The member's email: the identity seats are counted by, across workspaces.
+	// The member's email: the identity seats are counted by, across workspaces, exactly as
+	// sent. It must be in the one canonical form policy also requires (pkg/names.Email: at most
+	// 255 bytes of lower-case ASCII local@domain); anything else, a no-break space or U+212A
+	// KELVIN SIGN included, is refused with InvalidArgument (rule email), never folded.
 	Email string `protobuf:"bytes,3,opt,name=email,proto3" json:"email,omitempty"`
 	// "admin", "developer" or "operator".
 	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
@@ -450,7 +453,8 @@ type BuilderChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workspace.
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	// The new state of the builder flag (builder_flows or builder_apps).
+	// The new state of the builder flag: millwright.policy.v1.OperatorSettings.builder, the one
+	// definition of builder rights (no other settings key grants them).
 	Builder       bool `protobuf:"varint,2,opt,name=builder,proto3" json:"builder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

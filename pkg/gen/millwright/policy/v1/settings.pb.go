@@ -46,6 +46,11 @@ type OperatorSettings struct {
 	// Visibility only: workers.
 	Workers bool `protobuf:"varint,10,opt,name=workers,proto3" json:"workers,omitempty"`
 	// Operators may compose flows and apps out of existing runnables. Off unless granted.
+	// This is the one definition of builder rights, for policy's decision and billing's seat
+	// price alike (pkg/builderflag): on exactly when the stored operator_settings member
+	// "builder" is the JSON literal true. Earlier names of the right (builder_flows,
+	// builder_apps, operator_builder_enabled) and any other key spelling "builder" grant nothing
+	// and are refused on write by policy's schema.
 	Builder bool `protobuf:"varint,11,opt,name=builder,proto3" json:"builder,omitempty"`
 	// Operators may manage schedules. On unless withdrawn.
 	ManageSchedules bool `protobuf:"varint,12,opt,name=manage_schedules,json=manageSchedules,proto3" json:"manage_schedules,omitempty"`

@@ -175,15 +175,16 @@ func (x *Cluster) GetCreateTime() *timestamppb.Timestamp {
 // UpsertClusterRequest registers or replaces a cluster.
 type UpsertClusterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The cluster's id ([a-z0-9_-], 1-63 characters).
+	// The cluster's id ([a-z0-9_-], 1-63 characters; required, rule cluster_id).
 	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	// Host name or address.
+	// Host name or address: 1-253 characters of [A-Za-z0-9.:_-] (required, rule host).
 	Host string `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
 	// TCP port, 1-65535.
 	Port int32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
-	// Database the admin login connects to for role DDL.
+	// Database the admin login connects to for role DDL: 1-63 characters of [A-Za-z0-9_$-]
+	// (rule identifier).
 	MaintenanceDatabase string `protobuf:"bytes,4,opt,name=maintenance_database,json=maintenanceDatabase,proto3" json:"maintenance_database,omitempty"`
-	// The admin login.
+	// The admin login (rule identifier).
 	AdminUser string `protobuf:"bytes,5,opt,name=admin_user,json=adminUser,proto3" json:"admin_user,omitempty"`
 	// The admin login's password (write-only: encrypted at rest, never returned).
 	AdminPassword string `protobuf:"bytes,6,opt,name=admin_password,json=adminPassword,proto3" json:"admin_password,omitempty"`
@@ -964,7 +965,7 @@ func (x *SweepResponse) GetResumed() int64 {
 // Datatable is a workspace's data table (never its admin password).
 type Datatable struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The workspace.
+	// The workspace: 1-50 characters of [a-z0-9_-], starting with a letter or digit (rule workspace).
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The data table's name (datatable://<name>).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -1056,7 +1057,7 @@ func (x *Datatable) GetDefaultRole() string {
 // UpsertDatatableRequest creates or replaces a data table.
 type UpsertDatatableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The workspace.
+	// The workspace: 1-50 characters of [a-z0-9_-], starting with a letter or digit (rule workspace).
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The data table's name: [A-Za-z0-9_-], 1-63 characters.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -1249,14 +1250,15 @@ func (x *Tenants) GetTenants() []string {
 // SetPermissionsRequest replaces a data table's permissions.
 type SetPermissionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The workspace.
+	// The workspace: 1-50 characters of [a-z0-9_-], starting with a letter or digit (rule workspace).
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The data table.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
 	// of its roles); any other role id is refused (rule default_role_attached).
 	DefaultRole string `protobuf:"bytes,3,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
-	// Tenants per role id ("admin" for the admin connection).
+	// Tenants per role id ("admin" for the admin connection): at most 1000 entries, each with
+	// at most 1000 tenants (rule max_items); a bad entry is reported for the first key in order.
 	Roles         map[string]*Tenants `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1378,7 +1380,7 @@ func (x *SetPermissionsResponse) GetRoles() map[string]*Tenants {
 // GetPermissionsRequest names the data table.
 type GetPermissionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The workspace.
+	// The workspace: 1-50 characters of [a-z0-9_-], starting with a letter or digit (rule workspace).
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The data table.
 	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
