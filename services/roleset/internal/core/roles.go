@@ -27,8 +27,6 @@ func validateRoleName(field, name string) error {
 	return nil
 }
 
-func (e *Engine) marker(id int64) string { return target.Marker(e.cfg.InstanceID, id) }
-
 // CreateRole creates a catalog role: (1) row in state creating (own commit), (2) CREATE ROLE
 // ... LOGIN PASSWORD <verifier>, marked as ours, on the cluster, (3) row ready with the oid
 // and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
@@ -66,15 +64,19 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 		return r, err
 	}
 	pw := secret.NewPassword()
-	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.marker(r.ID))
-	if errors.Is(err, target.ErrRoleExists) {
+	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.roleProof(r.ID))
+	if errors.Is(err, target.ErrRoleExists) || errors.Is(err, target.ErrNotOurs) {
+		// Not ours: forget the creation. (A tampered role of ours keeps its creating row, so a
+		// retry after the cluster is cleaned resumes it under the same id, which its proof binds.)
 		if err := c.DeleteCreatingRole(ctx, r.ID); err != nil {
 			e.cfg.Logger.Warn("roleset: forgetting a refused creation failed", "role_id", r.ID, "err", err)
 		}
+	}
+	if errors.Is(err, target.ErrRoleExists) {
 		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
 	}
 	if err != nil {
-		return r, err
+		return r, clusterRefusal(name, err)
 	}
 	enc, err := e.cfg.Keys.Encrypt(pw, roleAAD(r.ID))
 	if err != nil {
@@ -185,7 +187,7 @@ func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
 		if err := e.retireRole(ctx, r, tc); err != nil && !isMissingRole(err) {
 			return err
 		}
-		if err := tc.DropRole(ctx, r.OID, e.marker(r.ID)); err != nil && !errors.Is(err, target.ErrRoleExists) {
+		if err := tc.DropRole(ctx, r.OID, e.catalogRoleProof(r.ID)); err != nil && !errors.Is(err, target.ErrNotOurs) {
 			return err
 		}
 	}
@@ -290,7 +292,7 @@ func (e *Engine) reconcileRole(ctx context.Context, r store.Role) error {
 	if err != nil {
 		return err
 	}
-	name, ours, err := tc.RoleName(ctx, r.OID, e.marker(r.ID))
+	name, ours, err := tc.RoleName(ctx, r.OID, e.catalogRoleProof(r.ID))
 	if err != nil {
 		return err
 	}
