@@ -128,6 +128,8 @@ func mapError(ctx context.Context, err error) error {
 		return errs.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found", nil)
 	case errors.Is(err, store.ErrAlreadyExists):
 		return errs.New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "already exists", nil)
+	case errors.Is(err, store.ErrDefaultNotAttached):
+		return errDefaultNotAttached
 	case errors.Is(err, store.ErrUnknownRole):
 		return errs.InvalidField("roles", "unknown_role", "a role id is not a ready role of the data table's cluster")
 	}
@@ -285,6 +287,11 @@ func checkDefaultRole(v string) error {
 	return nil
 }
 
+// errDefaultNotAttached refuses a default role the data table does not list in its roles: a
+// role is usable through a data table only if it is attached to it.
+var errDefaultNotAttached = errs.InvalidField("default_role", "default_role_attached",
+	`the default role must be attached to the data table (a key of its roles), "admin" or "$none"`)
+
 // UpsertDatatable implements DatatableService.
 func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatatableRequest) (*rolesetv1.UpsertDatatableResponse, error) {
 	if err := requireAdmin(ctx); err != nil {
@@ -331,9 +338,8 @@ func (h *Server) SetPermissions(ctx context.Context, req *rolesetv1.SetPermissio
 		roles[k] = slices.Clone(req.GetRoles()[k].GetTenants())
 	}
 	if d := req.GetDefaultRole(); d != rolename.AdminRole && d != rolename.NoneSentinel {
-		id, _ := strconv.ParseInt(d, 10, 64)
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		if _, ok := roles[d]; !ok {
+			return nil, errDefaultNotAttached
 		}
 	}
 	d, err := h.Engine.Store().SetPermissions(ctx, req.GetWorkspace(), req.GetName(), req.GetDefaultRole(), roles, ids)

@@ -49,7 +49,6 @@ type connEntry struct {
 	conn      Connection
 	workspace string
 	exp       time.Time
-	touched   time.Time // last time last_used_at was known fresh
 }
 
 // NewCache returns an empty cache. live reports whether the invalidation streams are
@@ -123,32 +122,31 @@ func (c *Cache) PutTenancy(workspace, email string, id tenancy.Identity, gen uin
 	}
 }
 
-// Conn returns a cached connection and whether its login's last_used_at needs a write.
-func (c *Cache) Conn(key string) (Connection, bool, bool) {
+// Conn returns a cached connection.
+func (c *Cache) Conn(key string) (Connection, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.conns[key]
-	now := c.now()
-	if !ok || now.After(e.exp) || !c.live() {
+	if !ok || c.now().After(e.exp) || !c.live() {
 		c.connMisses.Add(1)
-		return Connection{}, false, false
+		return Connection{}, false
 	}
 	c.connHits.Add(1)
-	stale := e.conn.Kind == KindRoleSet && now.Sub(e.touched) > touchEvery
-	if stale {
-		e.touched = now // one writer per entry per day
-	}
-	return e.conn, true, stale
+	return e.conn, true
 }
 
-// PutConn stores a connection computed at generation gen.
+// PutConn stores a connection computed at generation gen, for the TTL or until the
+// connection's freshUntil, whichever comes first.
 func (c *Cache) PutConn(key, workspace string, conn Connection, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.storable(gen) {
 		c.room()
-		now := c.now()
-		c.conns[key] = &connEntry{conn: conn, workspace: workspace, exp: now.Add(c.ttl), touched: now}
+		exp := c.now().Add(c.ttl)
+		if !conn.freshUntil.IsZero() && conn.freshUntil.Before(exp) {
+			exp = conn.freshUntil
+		}
+		c.conns[key] = &connEntry{conn: conn, workspace: workspace, exp: exp}
 	}
 }
 

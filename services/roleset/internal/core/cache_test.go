@@ -2,6 +2,7 @@ package core
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +36,7 @@ func TestCacheInvalidation(t *testing.T) {
 			c.PutConn("k", "ws", conn, c.Gen())
 			c.PutTenancy("ws", "a@x", tenancy.Identity{Username: "a"}, c.Gen())
 			tc.event()
-			_, ok, _ := c.Conn("k")
+			_, ok := c.Conn("k")
 			require.Equal(t, tc.keeps, ok)
 		})
 	}
@@ -44,7 +45,7 @@ func TestCacheInvalidation(t *testing.T) {
 		gen := c.Gen()
 		c.OnPolicyEvent("member", "ws") // arrives while the answer is computed
 		c.PutConn("k2", "ws", conn, gen)
-		_, ok, _ := c.Conn("k2")
+		_, ok := c.Conn("k2")
 		require.False(t, ok)
 	})
 	t.Run("nothing is stored while the stream is down", func(t *testing.T) {
@@ -54,4 +55,23 @@ func TestCacheInvalidation(t *testing.T) {
 		_, ok := c.Run("t")
 		require.False(t, ok)
 	})
+}
+
+// TestCacheConnFreshness: a set login's entry is served only until its freshUntil (the row is
+// then no longer known to be far from a sweep's cutoff), even when the TTL is longer; other
+// entries live for the TTL.
+func TestCacheConnFreshness(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	c := NewCache(time.Hour, 1000, func() bool { return true })
+	c.now = func() time.Time { return now }
+	c.PutConn("set", "ws", Connection{User: "wm_set_x", Kind: KindRoleSet, freshUntil: now.Add(time.Minute)}, c.Gen())
+	c.PutConn("own", "ws", Connection{User: "r", Kind: KindRole}, c.Gen())
+	now = now.Add(59 * time.Second)
+	_, ok := c.Conn("set")
+	require.True(t, ok)
+	now = now.Add(2 * time.Second)
+	_, ok = c.Conn("set")
+	require.False(t, ok, "served past freshUntil")
+	_, ok = c.Conn("own")
+	require.True(t, ok, "an own login lives for the TTL")
 }

@@ -20,8 +20,20 @@ import (
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
 
-// touchEvery is how often last_used_at is written per login, at most.
+// touchEvery is how often last_used_at is written per login, at most (a quarter of
+// UnusedAfter when that is shorter, so a login in use is never near the sweep's cutoff).
 const touchEvery = 24 * time.Hour
+
+// Step names where Config.Step is called, so tests can interleave a resolve and a sweep at
+// every step.
+const (
+	StepEnsureRead    = "ensure: row read"     // fast path, before a stale row is touched
+	StepEnsureTouched = "ensure: row touched"  // fast path, after the touch, before hand-out
+	StepEnsureLocked  = "ensure: login locked" // slow path, under the login's lock
+	StepSweepListed   = "sweep: rows listed"   // unused rows read, before any is locked
+	StepSweepLocked   = "sweep: login locked"  // one login locked, before its row is moved
+	StepRetireMoved   = "retire: row moved"    // row deleted and journalled, before the drop
+)
 
 // Config configures an Engine.
 type Config struct {
@@ -37,6 +49,19 @@ type Config struct {
 	// commit, postgres-roles.md §1).
 	SweepBatch int
 	Logger     *slog.Logger
+	// Step, when set, is called at each Step* point (tests only: it may block).
+	Step func(step string)
+}
+
+func (e *Engine) step(name string) {
+	if e.cfg.Step != nil {
+		e.cfg.Step(name)
+	}
+}
+
+// touchEvery is how old a set login's last_used_at may get before a use writes it.
+func (e *Engine) touchEvery() time.Duration {
+	return min(touchEvery, e.cfg.UnusedAfter/4)
 }
 
 // Engine is the roleset service's logic over its store, the target clusters and policy.
@@ -155,6 +180,11 @@ type Connection struct {
 	Password string
 	Roles    []string
 	Kind     Kind
+
+	// freshUntil, for a set login, is until when its row's last_used_at is known to be
+	// within touchEvery of now, which keeps it far from any sweep's cutoff: the cache may
+	// hand the login out until then without reading the row (zero: no such bound).
+	freshUntil time.Time
 }
 
 // Decision is the outcome of the rules, before any credential.
@@ -352,6 +382,12 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 			if err != nil {
 				return nil, refuse(CodeNoRole, "this data table's default role is not valid")
 			}
+			// A default role must be attached to this data table: a stored default that is
+			// not (written before the rule, or the roles map changed around it) is refused,
+			// never looked up by id across the cluster.
+			if _, attached := d.dt.Roles[def]; !attached {
+				return nil, refuse(CodeNoRole, "this data table's default role is not attached to it")
+			}
 			r, err := e.store.Role(ctx, id)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, refuse(CodeNoRole, "this data table's default role no longer exists")
@@ -368,11 +404,15 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 	} else {
 		if catalogRole.ID == 0 {
 			r, err := e.store.RoleByName(ctx, d.dt.ClusterID, name)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && r.State == store.StateCreating) {
-				return nil, &Error{Code: CodeNotFound, Kind: "role", Msg: fmt.Sprintf("no role %q on this data table's cluster", name)}
-			}
-			if err != nil {
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return nil, err
+			}
+			// A role is usable through a data table only if it is attached to it. The
+			// catalog is per cluster, and the cluster may serve other workspaces' data
+			// tables: a role attached elsewhere answers exactly like an unknown name, so a
+			// caller learns nothing about other tenants' roles.
+			if _, attached := d.dt.Roles[strconv.FormatInt(r.ID, 10)]; err != nil || r.State == store.StateCreating || !attached {
+				return nil, &Error{Code: CodeNotFound, Kind: "role", Msg: fmt.Sprintf("no role %q on this data table", name)}
 			}
 			catalogRole = r
 		}
@@ -414,14 +454,12 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 }
 
 // Resolve decides and returns the credential. The warm path (same token and reference again,
-// nothing invalidated) is a map lookup: no policy call, no database read or write, except the
-// once-a-day last_used_at write of a set login.
+// nothing invalidated) is a map lookup: no policy call, no database read or write. A set
+// login's entry lives only while its row is known fresh (Connection.freshUntil), so the cache
+// never hands out a login a sweep may have dropped; after that the cold path reads the row.
 func (e *Engine) Resolve(ctx context.Context, token string, ref dtref.Ref) (Connection, error) {
 	key := TokenHash(token) + "\x00" + ref.String()
-	if c, ok, touch := e.Cache.Conn(key); ok {
-		if touch {
-			e.touch(ctx, c)
-		}
+	if c, ok := e.Cache.Conn(key); ok {
 		return c, nil
 	}
 	gen := e.Cache.Gen()
@@ -437,15 +475,6 @@ func (e *Engine) Resolve(ctx context.Context, token string, ref dtref.Ref) (Conn
 	return c, nil
 }
 
-func (e *Engine) touch(ctx context.Context, c Connection) {
-	// The cache entry does not carry the cluster; the login name is unique per instance, so
-	// touch it wherever it is (one indexed conditional UPDATE, usually a no-op).
-	if _, err := e.store.Pool.Exec(ctx, `UPDATE datatable_role_set SET last_used_at = now()
-WHERE login = $1 AND last_used_at < now() - interval '24 hours'`, c.User); err != nil {
-		e.cfg.Logger.Warn("roleset: last_used_at write failed", "login", c.User, "err", err)
-	}
-}
-
 func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error) {
 	c := Connection{Host: d.cluster.Host, Port: d.cluster.Port, Database: d.dt.Database, Roles: d.Roles, Kind: d.Kind, User: d.Login}
 	var err error
@@ -455,7 +484,7 @@ func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error
 	case KindRole:
 		c.Password, err = e.cfg.Keys.Decrypt(d.members[0].PasswordEnc, roleAAD(d.members[0].ID))
 	case KindRoleSet:
-		c.Password, err = e.EnsureSetLogin(ctx, d.cluster, d.members, d.dt.Database)
+		c.Password, c.freshUntil, err = e.EnsureSetLogin(ctx, d.cluster, d.members, d.dt.Database)
 	default:
 		err = errors.New("no decision")
 	}
@@ -469,9 +498,14 @@ func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error
 // Role-set logins
 
 // EnsureSetLogin returns the password of the set login for members, creating it or taking it
-// back if needed. See docs/roleset.md for the step-by-step windows.
+// back if needed, and until when the login's row is known fresh (see Connection.freshUntil).
+// See docs/roleset.md for the step-by-step windows.
 //
-//  1. Fast path: the row exists -> decrypt its password (and touch last_used_at once a day).
+//  1. Fast path: the row exists and is younger than touchEvery (by the database clock) ->
+//     decrypt its password. Older: touch it first, and hand it out only if the touch found
+//     the row: a sweep that deleted it in between is seen, and the slow path makes it anew.
+//     A row younger than touchEvery is at least 3/4 of UnusedAfter from any sweep's cutoff,
+//     so a sweep that starts after this hand-out cannot select it.
 //  2. Otherwise, in one service-DB transaction holding the login's advisory lock (racers on
 //     every replica wait here, then find the winner's row in step 3):
 //  3. re-read the row; found -> use it;
@@ -486,7 +520,14 @@ func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error
 //
 // A crash after 5 and before 6 leaves a login no row names, whose password nobody has: the
 // next use takes it back with a new password.
-func (e *Engine) EnsureSetLogin(ctx context.Context, cl store.Cluster, members []store.Role, database string) (string, error) {
+func (e *Engine) EnsureSetLogin(ctx context.Context, cl store.Cluster, members []store.Role, database string) (string, time.Time, error) {
+	start := time.Now()
+	pw, age, err := e.ensureSetLogin(ctx, cl, members, database)
+	return pw, start.Add(e.touchEvery() - age), err
+}
+
+// ensureSetLogin returns the password and the age of the row's last_used_at when read.
+func (e *Engine) ensureSetLogin(ctx context.Context, cl store.Cluster, members []store.Role, database string) (string, time.Duration, error) {
 	oids := make([]uint32, len(members))
 	ids := make([]int64, len(members))
 	oid64 := make([]int64, len(members))
@@ -499,7 +540,7 @@ func (e *Engine) EnsureSetLogin(ctx context.Context, cl store.Cluster, members [
 	slices.Sort(oid64)
 	login, err := tenancy.SetLoginName(e.cfg.InstanceID, oids)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	rowPassword := func(r store.RoleSet) (string, error) {
 		if !slices.Equal(r.OIDs, oid64) {
@@ -507,62 +548,67 @@ func (e *Engine) EnsureSetLogin(ctx context.Context, cl store.Cluster, members [
 		}
 		return e.cfg.Keys.Decrypt(r.PasswordEnc, roleSetAAD(cl.ID, login))
 	}
-	if r, err := e.store.RoleSet(ctx, cl.ID, login); err == nil {
-		if time.Since(r.LastUsedAt) > touchEvery {
-			if err := e.store.TouchRoleSet(ctx, cl.ID, login); err != nil {
-				e.cfg.Logger.Warn("roleset: last_used_at write failed", "login", login, "err", err)
-			}
-		}
-		return rowPassword(r)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return "", err
+	r, age, err := e.store.RoleSetAge(ctx, cl.ID, login)
+	if err == nil && age > e.touchEvery() {
+		e.step(StepEnsureRead)
+		r, err = e.store.TouchRoleSet(ctx, cl.ID, login)
+		age = 0
+		e.step(StepEnsureTouched)
+	}
+	if err == nil {
+		pw, err := rowPassword(r)
+		return pw, age, err
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return "", 0, err
 	}
 
 	tx, err := e.store.BeginEnsure(ctx, cl.ID, login)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
+	e.step(StepEnsureLocked)
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if r, err := tx.RoleSet(ctx, cl.ID, login); err == nil {
 		pw, err := rowPassword(r)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
-		return pw, tx.Commit(ctx)
+		return pw, 0, tx.Commit(ctx)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return "", err
+		return "", 0, err
 	}
 	ok, err := tx.HoldUsableRoles(ctx, ids, oid64)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if !ok {
-		return "", refuse(CodeRoleDisabled, "a role of the viewer's set changed while connecting; retry")
+		return "", 0, refuse(CodeRoleDisabled, "a role of the viewer's set changed while connecting; retry")
 	}
 	tc, err := e.target(ctx, cl)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	pw := secret.NewPassword()
 	tookBack, err := tc.EnsureSetLogin(ctx, login, secret.ScramVerifier(pw, e.cfg.Iterations), tm, database, e.LoginProof(login))
 	if err != nil {
-		return "", clusterRefusal(login, err)
+		return "", 0, clusterRefusal(login, err)
 	}
 	if tookBack {
 		e.cfg.Logger.Info("roleset: took back a set login that had no row", "login", login)
 	}
 	enc, err := e.cfg.Keys.Encrypt(pw, roleSetAAD(cl.ID, login))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := tx.InsertRoleSet(ctx, store.RoleSet{ClusterID: cl.ID, Login: login, InstanceID: e.cfg.InstanceID,
 		RoleIDs: ids, OIDs: oid64, PasswordEnc: enc}); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return pw, nil
+	return pw, 0, nil
 }
 
 // RetireSetLogin retires one login: (1) under the login's session lock, delete its row and
@@ -582,6 +628,9 @@ func (e *Engine) retireLocked(ctx context.Context, lock *store.LoginLock, cluste
 	moved, err := lock.MoveToJournal(ctx, e.cfg.InstanceID, reason, unusedSince)
 	if err != nil {
 		return false, err
+	}
+	if moved {
+		e.step(StepRetireMoved)
 	}
 	if !moved {
 		pending, err := lock.InJournal(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
@@ -28,9 +27,9 @@ func validateRoleName(field, name string) error {
 }
 
 // CreateRole creates a catalog role: (1) row in state creating (own commit), (2) CREATE ROLE
-// ... LOGIN PASSWORD <verifier>, marked as ours, on the cluster, (3) row ready with the oid
-// and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
-// same CreateRole resumes (the marker tells our half-made role from someone else's).
+// ... LOGIN PASSWORD <verifier> with its ownership proof as its comment, on the cluster, (3)
+// row ready with the oid and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
+// same CreateRole resumes (the ownership proof tells our half-made role from someone else's).
 //
 // All three steps run under one lock of (cluster, name) in the service DB, held from before
 // the row is read until the ready row commits. Without it, concurrent calls of one name (a
@@ -56,7 +55,7 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 		return store.Role{}, err
 	}
 	defer c.End()
-	r, _, err := c.InsertCreatingRole(ctx)
+	r, _, err := c.InsertCreatingRole(ctx, e.cfg.InstanceID)
 	if errors.Is(err, store.ErrAlreadyExists) {
 		return r, refuse(CodeAlreadyExists, "role %q exists", name)
 	}
@@ -230,12 +229,18 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	if err := e.Reconcile(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	cutoff := time.Now().Add(-e.cfg.UnusedAfter)
+	// The cutoff is taken from the database clock, the clock last_used_at is written with.
+	now, err := e.store.Now(ctx)
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	cutoff := now.Add(-e.cfg.UnusedAfter)
 	for {
 		rows, err := e.store.UnusedRoleSets(ctx, e.cfg.InstanceID, cutoff, e.cfg.SweepBatch)
 		if err != nil {
 			return res, errors.Join(append(errs, err)...)
 		}
+		e.step(StepSweepListed)
 		progress := false
 		for _, r := range rows {
 			lock, ok, err := e.store.LockLogin(ctx, r.ClusterID, r.Login, true)
@@ -246,6 +251,7 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 			if !ok {
 				continue
 			}
+			e.step(StepSweepLocked)
 			done, err := e.retireLocked(ctx, lock, r.ClusterID, r.Login, "unused", &cutoff)
 			lock.Unlock()
 			if err != nil {
@@ -266,19 +272,49 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 // Reconcile brings the clusters back to the catalog after an interrupted change: deleting
 // roles are finished, disabled roles made unreachable (own login NOLOGIN, set logins holding
 // them retired), enabled roles allowed to log in, and names re-read by oid after a rename.
-// It goes by this instance's catalog only, never by names found on a cluster.
+// It goes by this instance's catalog rows only, never by names found on a cluster nor by
+// another instance's rows in a shared service database (which it would otherwise finish
+// deleting or retire). A row made before instances were recorded is claimed first, and only
+// when the role's ownership proof on the cluster (or its pre-proof marker) says it is ours.
 func (e *Engine) Reconcile(ctx context.Context) error {
-	roles, err := e.store.AllRoles(ctx)
+	roles, err := e.store.InstanceRoles(ctx, e.cfg.InstanceID)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, r := range roles {
+		if r.InstanceID == "" {
+			ok, err := e.claim(ctx, r)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("role %d: %w", r.ID, err))
+			}
+			if !ok {
+				continue
+			}
+		}
 		if err := e.reconcileRole(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("role %d: %w", r.ID, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// claim records an unclaimed catalog role as this instance's when its role on the cluster
+// carries this instance's ownership proof (or, being older, its plain marker: such rows
+// predate proofs); otherwise the row is left to whoever owns it.
+func (e *Engine) claim(ctx context.Context, r store.Role) (bool, error) {
+	if r.OID == 0 {
+		return false, nil // never created, or its oid was lost: nothing proves it ours
+	}
+	_, tc, err := e.targetOf(ctx, r.ClusterID)
+	if err != nil {
+		return false, err
+	}
+	name, ours, err := tc.RoleName(ctx, r.OID, e.catalogRoleProof(r.ID))
+	if err != nil || name == "" || !ours {
+		return false, err
+	}
+	return e.store.ClaimRole(ctx, r.ID, e.cfg.InstanceID)
 }
 
 func (e *Engine) reconcileRole(ctx context.Context, r store.Role) error {

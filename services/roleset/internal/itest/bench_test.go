@@ -91,7 +91,7 @@ func BenchmarkSetLoginCold(b *testing.B) {
 			name, secret.NewPassword(), emea.Name, apac.Name, name))
 		t1 := time.Now()
 		require.NoError(b, err)
-		_, err = f.r.eng.EnsureSetLogin(ctx, cl, []store.Role{emea, apac}, f.targetDB)
+		_, _, err = f.r.eng.EnsureSetLogin(ctx, cl, []store.Role{emea, apac}, f.targetDB)
 		t2 := time.Now()
 		require.NoError(b, err)
 		tb, te = append(tb, t1.Sub(t0)), append(te, t2.Sub(t1))

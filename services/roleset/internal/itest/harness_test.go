@@ -145,10 +145,15 @@ func (p *fakePolicy) setMember(m member) {
 
 // run records a run and returns its job token.
 func (p *fakePolicy) run(owner string, origin policyv1.RunOrigin, viewer string) string {
+	return p.runIn("ws", owner, origin, viewer)
+}
+
+// runIn records a run in workspace ws (members are the same in every workspace).
+func (p *fakePolicy) runIn(ws, owner string, origin policyv1.RunOrigin, viewer string) string {
 	tok := "mwj_" + randHex(16)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.runs[tok] = &policyv1.RunIdentity{Workspace: "ws", JobId: randHex(8), PermissionedAs: owner, Origin: origin,
+	p.runs[tok] = &policyv1.RunIdentity{Workspace: ws, JobId: randHex(8), PermissionedAs: owner, Origin: origin,
 		HasViewer: viewer != "", ViewerEmail: viewer}
 	return tok
 }

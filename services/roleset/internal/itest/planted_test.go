@@ -178,7 +178,9 @@ func TestPlantedRoleState(t *testing.T) {
 		{"membership into the role", func(t *testing.T, role string) {
 			spy := "spy_" + randHex(4)
 			pl.exec(t, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD 'spy'`, spy), fmt.Sprintf(`GRANT "%s" TO %s`, role, spy))
-		}, func(r plantedRole) bool { return len(r.Members) > 1 || (len(r.Members) == 1 && r.Members[0] != f.adminUser) }, nil},
+		}, func(r plantedRole) bool {
+			return len(r.Members) > 1 || (len(r.Members) == 1 && r.Members[0] != f.adminUser)
+		}, nil},
 		{"membership of the role in another role", func(t *testing.T, role string) {
 			// amer's rows (5) are the prize: neither carol's roles nor a new role hold amer.
 			pl.exec(t, fmt.Sprintf(`GRANT "%s" TO "%s"`, f.amer.GetName(), role))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/services/roleset/internal/core"
 )
 
 // TestReconcileNeverReEnablesADisabledRole: the reconciler gives an enabled role whose login
@@ -69,4 +70,52 @@ func TestReconcileNeverReEnablesADisabledRole(t *testing.T) {
 		require.NoError(t, <-held)
 		require.NoError(t, <-disabled)
 	})
+}
+
+// TestReconcileOwnInstanceOnly: two instances share roleset's database and the cluster.
+// Reconcile on instance A works on A's catalog rows only: B's role caught mid-delete is left
+// for B (A neither retires it nor deletes its row), and rows made before instances were
+// recorded are claimed only by the instance whose marker the role carries.
+func TestReconcileOwnInstanceOnly(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	a := f.r
+	other := "other-" + randHex(4)
+	b := f.start(func(c *core.Config) { c.InstanceID = other })
+	bRole := f.createRole(b, "bdel_"+randHex(3))
+	bLegacy := f.createRole(b, "bleg_"+randHex(3))
+	canLogin := func(name string) bool {
+		var ok bool
+		conn, err := pgx.Connect(ctx, f.superDSN)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce((SELECT rolcanlogin FROM pg_roles WHERE rolname = $1), false)`, name).Scan(&ok))
+		return ok
+	}
+	instanceOf := func(id string) string {
+		var inst *string
+		require.NoError(t, a.pool.QueryRow(ctx, `SELECT instance_id FROM datatable_role WHERE id = $1`, mustID(id)).Scan(&inst))
+		if inst == nil {
+			return ""
+		}
+		return *inst
+	}
+	// B crashed in the middle of deleting bRole; two rows predate the instance column.
+	_, err := a.pool.Exec(ctx, `UPDATE datatable_role SET state = 'deleting' WHERE id = $1`, mustID(bRole.GetRoleId()))
+	require.NoError(t, err)
+	_, err = a.pool.Exec(ctx, `UPDATE datatable_role SET instance_id = NULL WHERE id = ANY($1)`,
+		[]int64{mustID(bLegacy.GetRoleId()), mustID(f.emea.GetRoleId())})
+	require.NoError(t, err)
+
+	require.NoError(t, a.eng.Reconcile(ctx))
+	require.True(t, canLogin(bRole.GetName()), "A retired B's role")
+	var state string
+	require.NoError(t, a.pool.QueryRow(ctx, `SELECT state FROM datatable_role WHERE id = $1`, mustID(bRole.GetRoleId())).Scan(&state))
+	require.Equal(t, "deleting", state, "A finished B's delete")
+	require.Equal(t, f.instance, instanceOf(f.emea.GetRoleId()), "A claims its own legacy row")
+	require.Equal(t, "", instanceOf(bLegacy.GetRoleId()), "A claimed B's legacy row")
+
+	require.NoError(t, b.eng.Reconcile(ctx))
+	require.False(t, f.onCluster(t, bRole.GetName()), "B finishes its own delete")
+	require.Equal(t, other, instanceOf(bLegacy.GetRoleId()))
 }

@@ -56,6 +56,7 @@ type Role struct {
 	OID         int64 // 0 until created
 	PasswordEnc []byte
 	CreatedAt   time.Time
+	InstanceID  string // "" for a row made before instances were recorded (unclaimed)
 }
 
 // Usable reports whether the role may be handed out at all.
@@ -146,11 +147,11 @@ func (s *Store) ListClusters(ctx context.Context) ([]Cluster, error) {
 
 // ---- roles ----
 
-const roleCols = `id, cluster_id, name, enabled, state, coalesce(oid, 0), password_enc, created_at`
+const roleCols = `id, cluster_id, name, enabled, state, coalesce(oid, 0), password_enc, created_at, coalesce(instance_id, '')`
 
 func scanRole(row pgx.Row) (Role, error) {
 	var r Role
-	err := row.Scan(&r.ID, &r.ClusterID, &r.Name, &r.Enabled, &r.State, &r.OID, &r.PasswordEnc, &r.CreatedAt)
+	err := row.Scan(&r.ID, &r.ClusterID, &r.Name, &r.Enabled, &r.State, &r.OID, &r.PasswordEnc, &r.CreatedAt, &r.InstanceID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -206,12 +207,12 @@ func (c *RoleCreation) End() { c.lock.Unlock() }
 // Under the lock it also re-reads the row: one in state creating (an interrupted creation) is
 // returned with resumed=true so the caller finishes it; any other existing row (a racer that
 // held the lock before us made it ready, or it is being deleted) is ErrAlreadyExists.
-func (c *RoleCreation) InsertCreatingRole(ctx context.Context) (r Role, resumed bool, err error) {
+func (c *RoleCreation) InsertCreatingRole(ctx context.Context, instanceID string) (r Role, resumed bool, err error) {
 	q, clusterID, name := c.lock.conn, c.lock.clusterID, c.lock.login
 	r, err = scanRole(q.QueryRow(ctx, `
-INSERT INTO datatable_role (cluster_id, name) VALUES ($1, $2)
+INSERT INTO datatable_role (cluster_id, name, instance_id) VALUES ($1, $2, $3)
 ON CONFLICT (cluster_id, name) DO NOTHING
-RETURNING `+roleCols, clusterID, name))
+RETURNING `+roleCols, clusterID, name, instanceID))
 	switch {
 	case err == nil:
 		return r, false, nil
@@ -264,9 +265,17 @@ func (s *Store) ListRoles(ctx context.Context, clusterID string) ([]Role, error)
 	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 ORDER BY name`, clusterID))
 }
 
-// AllRoles reads every role (the reconciler).
-func (s *Store) AllRoles(ctx context.Context) ([]Role, error) {
-	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role ORDER BY id`))
+// InstanceRoles reads the roles of one instance, and the unclaimed ones (made before
+// instances were recorded), for the reconciler.
+func (s *Store) InstanceRoles(ctx context.Context, instanceID string) ([]Role, error) {
+	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role
+WHERE instance_id = $1 OR instance_id IS NULL ORDER BY id`, instanceID))
+}
+
+// ClaimRole records an unclaimed role as the instance's; false if it was claimed already.
+func (s *Store) ClaimRole(ctx context.Context, id int64, instanceID string) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `UPDATE datatable_role SET instance_id = $2 WHERE id = $1 AND instance_id IS NULL`, id, instanceID)
+	return tag.RowsAffected() == 1, err
 }
 
 // RolesByIDs reads the roles with these ids.
@@ -353,7 +362,11 @@ func (s *Store) DeleteRoleRow(ctx context.Context, id int64) error {
 // permissions (roles) are kept.
 func (s *Store) UpsertDatatable(ctx context.Context, d Datatable) (Datatable, error) {
 	var raw []byte
-	err := s.Pool.QueryRow(ctx, `
+	var attached bool
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		// The default role (a role id) must be a key of the roles kept: checked on the row
+		// written, in the same transaction, so a refused upsert writes nothing.
+		err := tx.QueryRow(ctx, `
 INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
@@ -361,7 +374,13 @@ ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
     admin_password_enc = EXCLUDED.admin_password_enc, default_role = EXCLUDED.default_role,
     roles = CASE WHEN datatable.cluster_id = EXCLUDED.cluster_id THEN datatable.roles ELSE '{}'::jsonb END,
     updated_at = now()
-RETURNING roles`, d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole).Scan(&raw)
+RETURNING roles, default_role IN ('admin', '$none') OR roles ? default_role`,
+			d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole).Scan(&raw, &attached)
+		if err == nil && !attached {
+			return ErrDefaultNotAttached
+		}
+		return err
+	})
 	if fkViolation(err) {
 		return d, fmt.Errorf("cluster %q: %w", d.ClusterID, ErrNotFound)
 	}
@@ -429,6 +448,9 @@ SELECT count(*) FROM (SELECT id FROM datatable_role WHERE id = ANY($1) AND clust
 	return s.GetDatatable(ctx, workspace, name)
 }
 
+// ErrDefaultNotAttached is a default role id that is not a key of the data table's roles.
+var ErrDefaultNotAttached = errors.New("store: default role not attached to the data table")
+
 // ErrUnknownRole is a permissions entry naming no ready role of the cluster.
 var ErrUnknownRole = errors.New("store: unknown role")
 
@@ -459,13 +481,34 @@ func (s *Store) RoleSet(ctx context.Context, clusterID, login string) (RoleSet, 
 	return scanRoleSet(s.Pool.QueryRow(ctx, `SELECT `+roleSetCols+` FROM datatable_role_set WHERE cluster_id = $1 AND login = $2`, clusterID, login))
 }
 
-// TouchRoleSet records a use, at most once a day: the conditional UPDATE writes nothing when
-// last_used_at is recent, so concurrent replicas do not rewrite the row on every connection.
-func (s *Store) TouchRoleSet(ctx context.Context, clusterID, login string) error {
-	_, err := s.Pool.Exec(ctx, `
-UPDATE datatable_role_set SET last_used_at = now()
-WHERE cluster_id = $1 AND login = $2 AND last_used_at < now() - interval '24 hours'`, clusterID, login)
-	return err
+// RoleSetAge reads a login's row and how old its last_used_at is by the database clock (the
+// clock the sweep's cutoff is taken from, so replicas' clocks do not matter).
+func (s *Store) RoleSetAge(ctx context.Context, clusterID, login string) (RoleSet, time.Duration, error) {
+	var r RoleSet
+	var age time.Duration
+	err := s.Pool.QueryRow(ctx, `SELECT `+roleSetCols+`, now() - last_used_at FROM datatable_role_set
+WHERE cluster_id = $1 AND login = $2`, clusterID, login).Scan(
+		&r.ClusterID, &r.Login, &r.InstanceID, &r.RoleIDs, &r.OIDs, &r.PasswordEnc, &r.CreatedAt, &r.LastUsedAt, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, 0, ErrNotFound
+	}
+	return r, age, err
+}
+
+// TouchRoleSet moves a login's last_used_at to now and returns the row, or ErrNotFound when
+// there is none: a sweep that deleted the row first is seen, never ignored. A sweep deleting
+// after this commits re-checks last_used_at in its DELETE and keeps the row. Callers touch
+// only rows older than a fraction of the sweep age, so this writes at most once a day.
+func (s *Store) TouchRoleSet(ctx context.Context, clusterID, login string) (RoleSet, error) {
+	return scanRoleSet(s.Pool.QueryRow(ctx, `UPDATE datatable_role_set SET last_used_at = now()
+WHERE cluster_id = $1 AND login = $2 RETURNING `+roleSetCols, clusterID, login))
+}
+
+// Now is the database clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := s.Pool.QueryRow(ctx, `SELECT now()`).Scan(&t)
+	return t, err
 }
 
 // RoleSetsHolding lists the logins whose set holds the role.

@@ -974,7 +974,8 @@ type Datatable struct {
 	Database string `protobuf:"bytes,4,opt,name=database,proto3" json:"database,omitempty"`
 	// The admin login (owner of the tables; the "admin" role).
 	AdminUser string `protobuf:"bytes,5,opt,name=admin_user,json=adminUser,proto3" json:"admin_user,omitempty"`
-	// The default role: a role id, "admin" or "$none".
+	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
+	// of its roles); any other role id is refused (rule default_role_attached).
 	DefaultRole   string `protobuf:"bytes,6,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1067,7 +1068,8 @@ type UpsertDatatableRequest struct {
 	AdminUser string `protobuf:"bytes,5,opt,name=admin_user,json=adminUser,proto3" json:"admin_user,omitempty"`
 	// Its password (write-only: encrypted at rest, never returned).
 	AdminPassword string `protobuf:"bytes,6,opt,name=admin_password,json=adminPassword,proto3" json:"admin_password,omitempty"`
-	// The default role: a role id, "admin" or "$none".
+	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
+	// of its roles); any other role id is refused (rule default_role_attached).
 	DefaultRole   string `protobuf:"bytes,7,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1251,7 +1253,8 @@ type SetPermissionsRequest struct {
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The data table.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// The default role: a role id, "admin" or "$none".
+	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
+	// of its roles); any other role id is refused (rule default_role_attached).
 	DefaultRole string `protobuf:"bytes,3,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
 	// Tenants per role id ("admin" for the admin connection).
 	Roles         map[string]*Tenants `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1430,7 +1433,8 @@ func (x *GetPermissionsRequest) GetName() string {
 // GetPermissionsResponse returns the permissions.
 type GetPermissionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The default role: a role id, "admin" or "$none".
+	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
+	// of its roles); any other role id is refused (rule default_role_attached).
 	DefaultRole string `protobuf:"bytes,1,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
 	// Tenants per role id.
 	Roles         map[string]*Tenants `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
