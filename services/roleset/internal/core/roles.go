@@ -28,8 +28,9 @@ func validateRoleName(field, name string) error {
 
 // CreateRole creates a catalog role: (1) row in state creating (own commit), (2) CREATE ROLE
 // ... LOGIN PASSWORD <verifier> with its ownership proof as its comment, on the cluster, (3)
-// row ready with the oid and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
-// same CreateRole resumes (the ownership proof tells our half-made role from someone else's).
+// row ready with the oid and the encrypted password. A crash after 1 or 2 leaves a creating
+// row that a retry of the same CreateRole resumes (the ownership proof tells our half-made
+// role from someone else's).
 //
 // All three steps run under one lock of (cluster, name) in the service DB, held from before
 // the row is read until the ready row commits. Without it, concurrent calls of one name (a
