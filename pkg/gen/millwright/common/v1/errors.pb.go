@@ -90,6 +90,15 @@ const (
 	ErrorReason_ERROR_REASON_RESERVED_NAME ErrorReason = 63
 	// The data-table reference is malformed. Metadata: `rule`.
 	ErrorReason_ERROR_REASON_MALFORMED_REFERENCE ErrorReason = 64
+	// A role of our name exists on the target cluster, but its comment is not this instance's
+	// ownership proof (a MAC, under a key only this instance holds, of the instance id, the role
+	// id or login name, and the role's oid): it was not made by this instance, or was forged, and
+	// is never adopted or taken back. It is left as it is. Metadata: `role`.
+	ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS ErrorReason = 65
+	// A role this instance made carries state it cannot reset: owned objects or grants on objects
+	// (pg_shdepend), SUPERUSER, REPLICATION or BYPASSRLS, or a state that failed the check after
+	// the reset. Adopting or taking it back was rolled back. Metadata: `role`, `check`.
+	ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED ErrorReason = 66
 	// The change would take seat usage over the licensed cap. Metadata: `before`, `after`, `cap`.
 	ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED ErrorReason = 80
 	// The billing projection has not yet applied the requested stream position.
@@ -130,6 +139,8 @@ var (
 		62: "ERROR_REASON_ROLE_DISABLED",
 		63: "ERROR_REASON_RESERVED_NAME",
 		64: "ERROR_REASON_MALFORMED_REFERENCE",
+		65: "ERROR_REASON_CLUSTER_ROLE_NOT_OURS",
+		66: "ERROR_REASON_CLUSTER_ROLE_TAMPERED",
 		80: "ERROR_REASON_SEAT_CAP_EXCEEDED",
 		81: "ERROR_REASON_PROJECTION_BEHIND",
 	}
@@ -165,6 +176,8 @@ var (
 		"ERROR_REASON_ROLE_DISABLED":          62,
 		"ERROR_REASON_RESERVED_NAME":          63,
 		"ERROR_REASON_MALFORMED_REFERENCE":    64,
+		"ERROR_REASON_CLUSTER_ROLE_NOT_OURS":  65,
+		"ERROR_REASON_CLUSTER_ROLE_TAMPERED":  66,
 		"ERROR_REASON_SEAT_CAP_EXCEEDED":      80,
 		"ERROR_REASON_PROJECTION_BEHIND":      81,
 	}
@@ -201,7 +214,7 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xc7\b\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\x97\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12 \n" +
@@ -233,7 +246,9 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\x14ERROR_REASON_NO_ROLE\x10=\x12\x1e\n" +
 	"\x1aERROR_REASON_ROLE_DISABLED\x10>\x12\x1e\n" +
 	"\x1aERROR_REASON_RESERVED_NAME\x10?\x12$\n" +
-	" ERROR_REASON_MALFORMED_REFERENCE\x10@\x12\"\n" +
+	" ERROR_REASON_MALFORMED_REFERENCE\x10@\x12&\n" +
+	"\"ERROR_REASON_CLUSTER_ROLE_NOT_OURS\x10A\x12&\n" +
+	"\"ERROR_REASON_CLUSTER_ROLE_TAMPERED\x10B\x12\"\n" +
 	"\x1eERROR_REASON_SEAT_CAP_EXCEEDED\x10P\x12\"\n" +
 	"\x1eERROR_REASON_PROJECTION_BEHIND\x10QBHZFgithub.com/millwright/millwright/pkg/gen/millwright/common/v1;commonv1b\x06proto3"
 
