@@ -23,7 +23,8 @@ package e2e
 // FailedPrecondition only where an entry lists them, so that a malformed request in the data
 // file cannot pass for a refusal), the same code and reason on both transports, and nothing
 // sent back may contain A's secrets or member emails (unless the request itself carried them).
-// After the matrix and the corpus, A's state, read through the APIs, must be unchanged.
+// After the matrix and the corpus, A's state, read through the APIs, and every row of every
+// service database must be unchanged (isolationState).
 //
 // testdata/attacks.json: the attack corpus, one case per attempt that must be refused:
 //
@@ -387,7 +388,8 @@ func ptr[T any](v T) *T { return &v }
 
 // isolationState is A's state as its admin and the installation read it through the APIs:
 // what the demo loads (demoState), plus settings, worker tags, every member's tenancy and
-// readable items, the clusters and the usage reports.
+// readable items, the clusters and the usage reports; and every row of every service database
+// and the cluster's roles, so that a refused call that wrote anything is seen.
 func isolationState(t *testing.T, st *Stack) map[string]string {
 	t.Helper()
 	out := demoState(t, st)
@@ -422,5 +424,17 @@ func isolationState(t *testing.T, st *Stack) map[string]string {
 	rep, err := billingv1.NewBillingServiceClient(bill).ListUsageReports(admin, &billingv1.ListUsageReportsRequest{PageSize: 500})
 	require.NoError(t, err)
 	out["usage reports"] = strconv.Itoa(len(rep.GetReports()))
+
+	// And below the APIs: every row of every table of each service's database, and the roles
+	// and memberships of the cluster the data tables are on. A refused call writes nothing.
+	for _, db := range []string{"millwright_policy", "millwright_roleset", "millwright_billing"} {
+		out["db "+db] = psqlValue(t, st.SuperuserURL(t, db), `SELECT string_agg(n || '=' || md5(query_to_xml(
+			format('SELECT * FROM %s t ORDER BY t::text', n), true, false, '')::text), E'\n' ORDER BY n)
+			FROM (SELECT format('%I.%I', table_schema, table_name) AS n FROM information_schema.tables
+			      WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')) tables`)
+	}
+	out["cluster roles"] = psqlValue(t, st.SuperuserURL(t, "postgres"), `SELECT
+		(SELECT string_agg(format('%s login=%s', rolname, rolcanlogin), ',' ORDER BY rolname) FROM pg_roles) || ' ' ||
+		(SELECT coalesce(string_agg(format('%s>%s', roleid::regrole, member::regrole), ',' ORDER BY 1), '') FROM pg_auth_members)`)
 	return out
 }
