@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,6 +65,9 @@ import (
 
 // isolationIdentities are the identities a caller can hold in workspace B.
 var isolationIdentities = []string{"b_admin", "b_developer", "b_operator", "b_user", "b_job", "b_scoped"}
+
+// attackIdentities are the identities a case of the attack corpus may name.
+var attackIdentities = append([]string{"superadmin", "service", "a_admin", "a_job"}, isolationIdentities...)
 
 var defaultRefusals = []string{"PermissionDenied", "NotFound", "Unauthenticated"}
 
@@ -151,6 +155,14 @@ func TestIsolation(t *testing.T) {
 		seen[c.Name] = true
 		if _, ok := methods[c.Method]; !ok {
 			t.Errorf("attack case %q: no RPC %s", c.Name, c.Method)
+		}
+		if !slices.Contains(attackIdentities, c.Identity) {
+			t.Errorf("attack case %q: identity %q is none of %v", c.Name, c.Identity, attackIdentities)
+		}
+		for _, tr := range c.Transports {
+			if tr != "grpc" && tr != "rest" {
+				t.Errorf("attack case %q: transport %q is neither grpc nor rest", c.Name, tr)
+			}
 		}
 		if code, ok := rsCodeByName(c.Want.Code); !ok || code == codes.OK || c.Want.Reason == "" || c.Issue == "" || len(c.Transports) == 0 {
 			t.Errorf("attack case %q: want a refusal code and reason, an issue item and transports", c.Name)
