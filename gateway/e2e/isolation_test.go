@@ -63,8 +63,9 @@ import (
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 )
 
-// isolationIdentities are the identities a caller can hold in workspace B.
-var isolationIdentities = []string{"b_admin", "b_developer", "b_operator", "b_user", "b_job", "b_scoped"}
+// isolationIdentities are the identities a caller can hold in workspace B, and a client of
+// the gateway with no token at all.
+var isolationIdentities = []string{"b_admin", "b_developer", "b_operator", "b_user", "b_job", "b_scoped", "anonymous"}
 
 // attackIdentities are the identities a case of the attack corpus may name.
 var attackIdentities = append([]string{"superadmin", "service", "a_admin", "a_job"}, isolationIdentities...)
@@ -309,7 +310,7 @@ func setupIsolation(t *testing.T, st *Stack) *isoSetup {
 	ws, tok, runs := policyv1.NewWorkspaceServiceClient(pol), policyv1.NewTokenServiceClient(pol), policyv1.NewRunServiceClient(pol)
 	s := &isoSetup{tokens: map[string]string{
 		"superadmin": st.AdminToken(t), "service": st.Token(t, "service-token"),
-		"a_admin": st.Token(t, "ada-token"), "a_job": st.Token(t, "job-alice"),
+		"a_admin": st.Token(t, "ada-token"), "a_job": st.Token(t, "job-alice"), "anonymous": "",
 	}}
 
 	// Workspace B: an admin, a developer and an operator, builder rights on.
