@@ -41,6 +41,10 @@ type node struct {
 	kind kind
 	esc  bool // string contains a backslash escape; decode before use
 	a, b int32
+	// up is the containing array or object (-1 for the root) and at the member index in it:
+	// enough to render a node's JSON pointer on demand, so a walk never builds one it does not
+	// return (see Pointer).
+	up, at int32
 }
 
 // member is one array element (key unused) or object member.
@@ -94,8 +98,12 @@ func parseDocString(src string, name Doc, lim Limits) (*doc, error) {
 		scratch:  bufs.scratch[:0],
 	}
 	p.d.src = p.src
+	p.maxKey = lim.MaxKeyBytes
 	p.skipWS()
 	err := p.value()
+	if err == nil {
+		p.d.nodes[root].up = -1
+	}
 	if err == nil {
 		p.skipWS()
 		if p.pos != len(p.src) {
@@ -144,6 +152,7 @@ type parser struct {
 	pos      int
 	depth    int
 	maxDepth int
+	maxKey   int
 	d        *doc
 	scratch  []member // members of the containers currently open, innermost last
 	big      []bigSet // key sets of the large objects currently open, innermost last
@@ -397,6 +406,7 @@ func (p *parser) array() error {
 		if err := p.value(); err != nil {
 			return err
 		}
+		p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
 		p.scratch = append(p.scratch, member{val: v})
 		p.skipWS()
 		if p.pos >= len(p.src) {
@@ -438,6 +448,12 @@ func (p *parser) object() error {
 		if err != nil {
 			return err
 		}
+		if int(kb-ka) > p.maxKey {
+			p.pos = keyPos
+			e := p.fail("object key of %d bytes, the limit is %d", kb-ka, p.maxKey)
+			e.Limit = true
+			return e
+		}
 		p.skipWS()
 		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
 			return p.fail("expected : after key")
@@ -448,6 +464,7 @@ func (p *parser) object() error {
 		if err := p.value(); err != nil {
 			return err
 		}
+		p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
 		m := member{ka: ka, kb: kb, kesc: kesc, val: v}
 		if p.duplicate(p.scratch[start:], m) {
 			p.pos = keyPos
@@ -693,82 +710,50 @@ func (d *doc) writeKey(buf []byte, m member) []byte {
 
 // --- JSON pointers ---------------------------------------------------------------------------
 
-// path is the location of the node being walked, kept as the rendered RFC 6901 pointer so a
-// violation or reference costs one string copy. Pushing a member appends its escaped key;
-// popping truncates.
-type path struct {
-	d    *doc
-	buf  []byte
-	ends []int // len(buf) before each push
-}
-
-func (p *path) pushKey(m member) {
-	p.ends = append(p.ends, len(p.buf))
-	p.buf = append(p.buf, '/')
-	raw := p.d.src[m.ka:m.kb]
-	if !m.kesc && strings.IndexByte(raw, '~') < 0 && strings.IndexByte(raw, '/') < 0 {
-		p.buf = append(p.buf, raw...)
-		return
+// pointer renders the RFC 6901 pointer of node n, extended by key when key is not empty (a
+// member that may be absent, such as the "path" a step lacks). A walk records nodes, never
+// rendered pointers, and the api renders only what it answers: a document with many findings
+// deep under long keys would otherwise cost findings x depth x key length bytes.
+//
+// A pointer longer than max bytes is cut back to the deepest ancestor that fits: it still
+// resolves, to a value containing the offender, and the answer stays bounded.
+func (d *doc) pointer(n int32, key string, max int) string {
+	var chain []int32
+	for i := n; i > root; i = d.nodes[i].up {
+		chain = append(chain, i)
 	}
-	p.buf = append(p.buf, escapePointerToken(p.d.key(m))...)
-}
-
-func (p *path) pushIdx(i int) {
-	p.ends = append(p.ends, len(p.buf))
-	p.buf = append(p.buf, '/')
-	p.buf = strconv.AppendInt(p.buf, int64(i), 10)
-}
-
-func (p *path) pop() {
-	n := len(p.ends) - 1
-	p.buf = p.buf[:p.ends[n]]
-	p.ends = p.ends[:n]
-}
-
-func (p *path) reset() {
-	p.buf = p.buf[:0]
-	p.ends = p.ends[:0]
-}
-
-// String renders the pointer.
-func (p *path) String() string { return string(p.buf) }
-
-// with renders the pointer extended by one key, without changing the path.
-func (p *path) with(key string) string {
-	return string(p.buf) + "/" + escapePointerToken(key)
-}
-
-// lazyPath is a path kept as segments and rendered only on demand, for walks that visit every
-// node but rarely need a pointer.
-type lazyPath struct {
-	d    *doc
-	segs []lseg
-}
-
-type lseg struct {
-	m   member
-	i   int
-	idx bool
-}
-
-func (p *lazyPath) pushKey(m member) { p.segs = append(p.segs, lseg{m: m}) }
-func (p *lazyPath) pushIdx(i int)    { p.segs = append(p.segs, lseg{i: i, idx: true}) }
-func (p *lazyPath) pop()             { p.segs = p.segs[:len(p.segs)-1] }
-
-func (p *lazyPath) String() string {
 	var b []byte
-	for _, s := range p.segs {
+	for j := len(chain) - 1; j >= 0; j-- {
+		nd := d.nodes[chain[j]]
+		mark := len(b)
 		b = append(b, '/')
-		if s.idx {
-			b = strconv.AppendInt(b, int64(s.i), 10)
+		if d.nodes[nd.up].kind == kArray {
+			b = strconv.AppendInt(b, int64(nd.at), 10)
 		} else {
-			b = append(b, escapePointerToken(p.d.key(s.m))...)
+			b = appendToken(b, d, d.members[d.nodes[nd.up].a+nd.at])
+		}
+		if len(b) > max {
+			return string(b[:mark])
+		}
+	}
+	if key != "" {
+		mark := len(b)
+		b = append(b, '/')
+		b = append(b, escapePointerToken(key)...)
+		if len(b) > max {
+			return string(b[:mark])
 		}
 	}
 	return string(b)
 }
 
-func (p *lazyPath) with(key string) string { return p.String() + "/" + escapePointerToken(key) }
+func appendToken(b []byte, d *doc, m member) []byte {
+	raw := d.src[m.ka:m.kb]
+	if !m.kesc && strings.IndexByte(raw, '~') < 0 && strings.IndexByte(raw, '/') < 0 {
+		return append(b, raw...)
+	}
+	return append(b, escapePointerToken(d.key(m))...)
+}
 
 // escapePointerToken applies RFC 6901: "~" becomes "~0" and "/" becomes "~1", in that order so
 // a literal "~1" in a key is not mistaken for an escaped slash.
