@@ -178,7 +178,8 @@ func checkPolicy(d *doc, lim Limits, rep *AppReport, found *findings, refs *refC
 
 // keyReading is what a triggerable key (or a preview path) can resolve to.
 type keyReading struct {
-	ref       *RunnableRef // the one workspace runnable it can name, if any
+	ref       RunnableRef // the one workspace runnable it can name, if hasRef
+	hasRef    bool
 	rawscript bool         // some reading is rawscript/<sha>
 	hub       bool         // some reading is a hub runnable (hubscript/..., script/hub/..., flow/hub/...)
 	colon     bool         // some script/flow reading has a ':' in its path
@@ -225,7 +226,7 @@ func readKey(key string) keyReading {
 			r.colon = true
 			continue
 		}
-		r.ref = &RunnableRef{Kind: kind, Path: p}
+		r.ref, r.hasRef = RunnableRef{Kind: kind, Path: p}, true
 	}
 	return r
 }
@@ -257,8 +258,8 @@ func checkTriggerableKey(key string, at Pointer, rep *AppReport, found *findings
 		found.add(Violation{Reason: ReasonUnknownTriggerable, Doc: DocAppPolicy, Pointer: at,
 			Message: "triggerable key names a script/ or flow/ path containing ':', which no runnable path has"})
 	}
-	if r.ref != nil {
-		ref := *r.ref
+	if r.hasRef {
+		ref := r.ref
 		ref.Pointer = at
 		rep.PolicyPaths = append(rep.PolicyPaths, ref)
 	}

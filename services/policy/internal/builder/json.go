@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file is a small, strict JSON reader. It exists instead of encoding/json for three
@@ -718,41 +719,78 @@ func (d *doc) writeKey(buf []byte, m member) []byte {
 // A pointer longer than max bytes is cut back to the deepest ancestor that fits: it still
 // resolves, to a value containing the offender, and the answer stays bounded.
 func (d *doc) pointer(n int32, key string, max int) string {
-	var chain []int32
-	for i := n; i > root; i = d.nodes[i].up {
-		chain = append(chain, i)
-	}
-	var b []byte
-	for j := len(chain) - 1; j >= 0; j-- {
-		nd := d.nodes[chain[j]]
-		mark := len(b)
-		b = append(b, '/')
-		if d.nodes[nd.up].kind == kArray {
-			b = strconv.AppendInt(b, int64(nd.at), 10)
-		} else {
-			b = appendToken(b, d, d.members[d.nodes[nd.up].a+nd.at])
-		}
-		if len(b) > max {
-			return string(b[:mark])
-		}
-	}
+	// Two passes and one buffer: measure every segment from n up to the root, drop the deepest
+	// ones until the rest fits, then fill the buffer from the end. No per-level allocation.
+	total := 0
 	if key != "" {
-		mark := len(b)
-		b = append(b, '/')
-		b = append(b, escapePointerToken(key)...)
-		if len(b) > max {
-			return string(b[:mark])
+		total = 1 + tokenLen(key)
+	}
+	for i := n; i > root; i = d.nodes[i].up {
+		total += 1 + d.segLen(i)
+	}
+	start := n
+	if total > max && key != "" {
+		total -= 1 + tokenLen(key)
+		key = ""
+	}
+	if total > max {
+		for ; start > root && total > max; start = d.nodes[start].up {
+			total -= 1 + d.segLen(start)
 		}
 	}
-	return string(b)
+	b := make([]byte, total)
+	end := total
+	if key != "" {
+		k := escapePointerToken(key)
+		end -= len(k)
+		copy(b[end:], k)
+		end--
+		b[end] = '/'
+	}
+	for i := start; i > root; i = d.nodes[i].up {
+		nd := d.nodes[i]
+		if d.nodes[nd.up].kind == kArray {
+			var num [12]byte
+			t := strconv.AppendInt(num[:0], int64(nd.at), 10)
+			end -= len(t)
+			copy(b[end:], t)
+		} else {
+			m := d.members[d.nodes[nd.up].a+nd.at]
+			raw := d.src[m.ka:m.kb]
+			if m.kesc || strings.ContainsAny(raw, "~/") {
+				raw = escapePointerToken(d.key(m))
+			}
+			end -= len(raw)
+			copy(b[end:], raw)
+		}
+		end--
+		b[end] = '/'
+	}
+	// b is complete and never written again, so it can back the string without a second copy.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-func appendToken(b []byte, d *doc, m member) []byte {
-	raw := d.src[m.ka:m.kb]
-	if !m.kesc && strings.IndexByte(raw, '~') < 0 && strings.IndexByte(raw, '/') < 0 {
-		return append(b, raw...)
+// segLen is the rendered length of node i's own pointer token (without the slash).
+func (d *doc) segLen(i int32) int {
+	nd := d.nodes[i]
+	if d.nodes[nd.up].kind == kArray {
+		n, l := nd.at, 1
+		for n >= 10 {
+			n /= 10
+			l++
+		}
+		return l
 	}
-	return append(b, escapePointerToken(d.key(m))...)
+	m := d.members[d.nodes[nd.up].a+nd.at]
+	raw := d.src[m.ka:m.kb]
+	if !m.kesc && !strings.ContainsAny(raw, "~/") {
+		return len(raw)
+	}
+	return tokenLen(d.key(m))
+}
+
+func tokenLen(s string) int {
+	return len(s) + strings.Count(s, "~") + strings.Count(s, "/")
 }
 
 // escapePointerToken applies RFC 6901: "~" becomes "~0" and "/" becomes "~1", in that order so

@@ -102,8 +102,8 @@ func isBarePath(p string) bool {
 // path. Hub readings are returned with a hub/ path, for the caller to skip.
 func PreviewRefs(p string) (cands []RunnableRef, bare bool) {
 	r := readKey(p)
-	if r.ref != nil {
-		cands = append(cands, *r.ref)
+	if r.hasRef {
+		cands = append(cands, r.ref)
 	}
 	if i := strings.LastIndexByte(p, ':'); strings.HasPrefix(p[i+1:], "hubscript/") {
 		cands = append(cands, RunnableRef{Kind: KindScript, Path: "hub/" + p[i+1+len("hubscript/"):]})
