@@ -180,10 +180,10 @@ func checkPolicy(d *doc, lim Limits, rep *AppReport, found *findings, refs *refC
 type keyReading struct {
 	ref       RunnableRef // the one workspace runnable it can name, if hasRef
 	hasRef    bool
-	rawscript bool         // some reading is rawscript/<sha>
-	hub       bool         // some reading is a hub runnable (hubscript/..., script/hub/..., flow/hub/...)
-	colon     bool         // some script/flow reading has a ':' in its path
-	known     bool         // some reading has a known prefix
+	rawscript bool // some reading is rawscript/<sha>
+	hub       bool // some reading is a hub runnable (hubscript/..., script/hub/..., flow/hub/...)
+	colon     bool // some script/flow reading has a ':' in its path
+	known     bool // some reading has a known prefix
 }
 
 // readKey reads a key the way execute_component's lookup can match it. Keys are
