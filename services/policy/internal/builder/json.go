@@ -757,7 +757,7 @@ func (d *doc) pointer(n int32, key string, max int) string {
 		} else {
 			m := d.members[d.nodes[nd.up].a+nd.at]
 			raw := d.src[m.ka:m.kb]
-			if m.kesc || strings.ContainsAny(raw, "~/") {
+			if m.kesc || needsEscape(raw) {
 				raw = escapePointerToken(d.key(m))
 			}
 			end -= len(raw)
@@ -783,10 +783,21 @@ func (d *doc) segLen(i int32) int {
 	}
 	m := d.members[d.nodes[nd.up].a+nd.at]
 	raw := d.src[m.ka:m.kb]
-	if !m.kesc && !strings.ContainsAny(raw, "~/") {
+	if !m.kesc && !needsEscape(raw) {
 		return len(raw)
 	}
 	return tokenLen(d.key(m))
+}
+
+// needsEscape reports whether a raw key holds '~' or '/' (a byte loop: keys are short, and
+// strings.ContainsAny's setup dominated rendering deep pointers).
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '~' || c == '/' {
+			return true
+		}
+	}
+	return false
 }
 
 func tokenLen(s string) int {

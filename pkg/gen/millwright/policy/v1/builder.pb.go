@@ -913,8 +913,8 @@ type isCheckPreviewRequest_Target interface {
 type CheckPreviewRequest_Path struct {
 	// A runnable path as the request carries it: "script/<p>", "flow/<p>", "hubscript/<p>",
 	// possibly behind "<component>:", or a bare runnable path (u/... or f/...). At most 1 KiB.
-	// Any other form is refused for operators (UNKNOWN_TRIGGERABLE; rawscript/ is
-	// INLINE_CODE).
+	// Any other form, or a script/ or flow/ reading with ':' in its path, is refused for every
+	// caller (UNKNOWN_TRIGGERABLE); rawscript/ is INLINE_CODE for operators.
 	Path string `protobuf:"bytes,3,opt,name=path,proto3,oneof"`
 }
 

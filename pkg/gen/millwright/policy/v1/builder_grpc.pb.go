@@ -54,7 +54,7 @@ const (
 //   - a refusal lists at most 100 violations (ErrorInfos), and each repeated field of an answer
 //     at most 1,000 entries; the rest are counted (the refusal's message and the "omitted"
 //     metadata of its first ErrorInfo; the *_omitted fields of an answer);
-//   - a pointer is at most 512 bytes: a longer one is cut back to the deepest ancestor that fits;
+//   - a pointer is at most 2 KiB: a longer one is cut back to the deepest ancestor that fits;
 //   - all pointers, paths and messages of one answer total at most 1 MiB (entries past that are
 //     counted as omitted);
 //   - checks in flight in one process are bounded by their documents' total size (64 MiB by
@@ -148,7 +148,7 @@ func (c *builderServiceClient) CheckPreview(ctx context.Context, in *CheckPrevie
 //   - a refusal lists at most 100 violations (ErrorInfos), and each repeated field of an answer
 //     at most 1,000 entries; the rest are counted (the refusal's message and the "omitted"
 //     metadata of its first ErrorInfo; the *_omitted fields of an answer);
-//   - a pointer is at most 512 bytes: a longer one is cut back to the deepest ancestor that fits;
+//   - a pointer is at most 2 KiB: a longer one is cut back to the deepest ancestor that fits;
 //   - all pointers, paths and messages of one answer total at most 1 MiB (entries past that are
 //     counted as omitted);
 //   - checks in flight in one process are bounded by their documents' total size (64 MiB by
