@@ -50,6 +50,9 @@ type replicaOpts struct {
 	seats  settings.SeatChecker
 	tracer pgx.QueryTracer
 	poll   time.Duration // the stream's poll interval (default 200ms)
+	// checkBytes and checkWait bound the builder checks in flight (defaults: the service's).
+	checkBytes int64
+	checkWait  time.Duration
 }
 
 func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
@@ -69,12 +72,14 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 		AdminToken: adminToken, ServiceToken: serviceToken, ShutdownTimeout: 2 * time.Second}
 	go func() {
 		done <- app.Run(ctx, cfg, app.Options{
-			SeatChecker: o.seats,
-			Tracer:      o.tracer,
-			Stream:      stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-			OnListen:    func(g, _ string) { addr <- g },
-			OnReady:     func(p *app.Parts) { parts <- p },
+			SeatChecker:        o.seats,
+			Tracer:             o.tracer,
+			CheckBytesInFlight: o.checkBytes,
+			CheckQueueWait:     o.checkWait,
+			Stream:             stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OnListen:           func(g, _ string) { addr <- g },
+			OnReady:            func(p *app.Parts) { parts <- p },
 		})
 	}()
 	r := &replica{}

@@ -33,6 +33,10 @@ type Options struct {
 	TokenTTL time.Duration
 	// JobTokenTTL bounds a job token whose run never finishes (default 7 days).
 	JobTokenTTL time.Duration
+	// CheckBytesInFlight and CheckQueueWait bound the builder checks running at once (see
+	// api.Deps; defaults 64 MiB of documents, 2 s of queueing before ResourceExhausted).
+	CheckBytesInFlight int64
+	CheckQueueWait     time.Duration
 	// Stream tunes the listener.
 	Stream stream.Options
 	// Flags are logged at start (pkg/server.Options.Flags).
@@ -130,7 +134,8 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 		},
 		Validator: api.Validators(),
 		Register: func(gs *grpc.Server) {
-			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL})
+			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL,
+				CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait})
 		},
 		Background: []func(context.Context) error{st.Run},
 		OnListen:   o.OnListen,
