@@ -25,6 +25,40 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	AdminToken      Secret
 	ServiceToken    Secret
+	Limits          Limits
+}
+
+// Limits bound what one gRPC client can hold of a service: connections that do not finish
+// their handshake, or sit idle, are closed, and one connection multiplexes a bounded number of
+// calls. A zero field takes its default (DefaultLimits).
+type Limits struct {
+	// MaxConcurrentStreams bounds the calls in flight on one connection; further calls wait
+	// for one to end (gRPC flow control), they are not refused.
+	MaxConcurrentStreams int
+	// ConnectionTimeout: a new connection must complete its HTTP/2 handshake within it.
+	ConnectionTimeout time.Duration
+	// IdleTimeout: a connection with no call in flight for this long is sent GOAWAY (a
+	// client reconnects on its next call).
+	IdleTimeout time.Duration
+}
+
+// DefaultLimits are the services' defaults (docs/operations.md, "Connection limits").
+func DefaultLimits() Limits {
+	return Limits{MaxConcurrentStreams: 1000, ConnectionTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxConcurrentStreams <= 0 {
+		l.MaxConcurrentStreams = d.MaxConcurrentStreams
+	}
+	if l.ConnectionTimeout <= 0 {
+		l.ConnectionTimeout = d.ConnectionTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	return l
 }
 
 // RegisterFlags defines the common flags on fs, each with an environment fallback; after
@@ -47,6 +81,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	StringVar(fs, &c.LogLevel, "log-level", "MILLWRIGHT_LOG_LEVEL", defaults.LogLevel, "debug, info, warn or error")
 	StringVar(fs, &c.LogFormat, "log-format", "MILLWRIGHT_LOG_FORMAT", defaults.LogFormat, "json or text")
 	DurationVar(fs, &c.ShutdownTimeout, "shutdown-timeout", "MILLWRIGHT_SHUTDOWN_TIMEOUT", defaults.ShutdownTimeout, "how long in-flight calls may run after SIGTERM")
+	dl := DefaultLimits()
+	IntVar(fs, &c.Limits.MaxConcurrentStreams, "grpc-max-concurrent-streams", "MILLWRIGHT_GRPC_MAX_CONCURRENT_STREAMS", dl.MaxConcurrentStreams, "calls in flight on one client connection; more wait")
+	DurationVar(fs, &c.Limits.ConnectionTimeout, "grpc-connection-timeout", "MILLWRIGHT_GRPC_CONNECTION_TIMEOUT", dl.ConnectionTimeout, "time allowed for a new connection's handshake")
+	DurationVar(fs, &c.Limits.IdleTimeout, "grpc-idle-timeout", "MILLWRIGHT_GRPC_IDLE_TIMEOUT", dl.IdleTimeout, "a connection with no call in flight is closed after this")
 	SecretVar(fs, &c.AdminToken, "admin-token", "MILLWRIGHT_ADMIN_TOKEN", defaults.AdminToken, "bootstrap superadmin bearer token")
 	SecretVar(fs, &c.ServiceToken, "service-token", "MILLWRIGHT_SERVICE_TOKEN", defaults.ServiceToken, "service-to-service bearer token")
 }
