@@ -3,8 +3,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 
 	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/server"
@@ -21,14 +23,20 @@ func serve(ctx context.Context, args []string) error {
 	var cfg server.Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfg.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":50051", MetricsAddr: ":9091"})
-	var billingAddr string
-	app.RegisterBillingFlag(fs, &billingAddr) // seat check wiring: internal/app/seats.go
+	var billing app.BillingConfig
+	app.RegisterBillingFlags(fs, &billing) // seat check wiring: internal/app/seats.go
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	seats, closeBilling, err := app.DialBilling(ctx, billingAddr, cfg.ServiceToken.Reveal())
+	seats, closeBilling, err := app.DialBilling(ctx, billing, cfg.ServiceToken.Reveal())
+	if errors.Is(err, app.ErrNoBillingAddr) {
+		return cli.Usagef("%v", err)
+	}
 	if err != nil {
 		return err
+	}
+	if billing.None {
+		slog.Warn("running without billing (--no-billing): builder rights and member writes are not priced, no seat cap is enforced")
 	}
 	defer closeBilling.Close()
 	return app.Run(ctx, cfg, app.Options{SeatChecker: seats, Flags: fs})
