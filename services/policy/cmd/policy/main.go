@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/services/policy/internal/api"
 	"github.com/millwright/millwright/services/policy/internal/app"
 )
 
@@ -25,6 +27,11 @@ func serve(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":50051", MetricsAddr: ":9091"})
 	var billing app.BillingConfig
 	app.RegisterBillingFlags(fs, &billing) // seat check wiring: internal/app/seats.go
+	opts := app.Options{Flags: fs}
+	fs.Int64Var(&opts.CheckBytesInFlight, "check-bytes-in-flight", api.DefaultCheckBytesInFlight,
+		"builder checks running at once, in bytes of documents (each weighted by its size + 64 KiB); beyond it a check queues")
+	fs.DurationVar(&opts.CheckQueueWait, "check-queue-wait", 2*time.Second,
+		"how long a builder check queues for room before ResourceExhausted OVERLOADED")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,7 +46,11 @@ func serve(ctx context.Context, args []string) error {
 		slog.Warn("running without billing (--no-billing): builder rights and member writes are not priced, no seat cap is enforced")
 	}
 	defer closeBilling.Close()
-	return app.Run(ctx, cfg, app.Options{SeatChecker: seats, Flags: fs})
+	if opts.CheckBytesInFlight <= 0 || opts.CheckQueueWait <= 0 {
+		return cli.Usagef("--check-bytes-in-flight and --check-queue-wait must be positive")
+	}
+	opts.SeatChecker = seats
+	return app.Run(ctx, cfg, opts)
 }
 
 func migrateCmd(ctx context.Context, args []string) error {
