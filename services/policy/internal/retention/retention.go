@@ -1,0 +1,90 @@
+// Package retention is policy's maintenance loop: on every replica, at start and then every
+// interval, it keeps the daily partitions of runs and job tokens created ahead, drops the ones
+// older than the run retention and deletes user tokens dead for longer than the token
+// retention (store.Maintain, which is safe on every replica at once). The clock is injected so
+// that tests move time instead of sleeping. What still needs a run or a token, and for how long,
+// is in docs/policy.md ("Retention").
+package retention
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/millwright/millwright/services/policy/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultRuns      = 14 * 24 * time.Hour
+	DefaultTokens    = 14 * 24 * time.Hour
+	DefaultInterval  = time.Hour
+	DefaultAheadDays = 7
+	// Margin is how much longer than the job token lifetime the run retention must be: a run
+	// is removed with its start day's partition, so the whole day must be older than its
+	// longest-lived token (plus clock skew between service and database).
+	Margin = 24 * time.Hour
+)
+
+// Store is what the loop needs of the store.
+type Store interface {
+	Maintain(ctx context.Context, now time.Time, r store.Retention) (store.MaintainResult, error)
+}
+
+// Maintainer runs maintenance passes.
+type Maintainer struct {
+	Store     Store
+	Retention store.Retention
+	// JobTokenTTL is the longest a job token authenticates; Retention.Runs must exceed it by
+	// Margin, so a dropped partition never holds a live run.
+	JobTokenTTL time.Duration
+	Interval    time.Duration
+	Clock       func() time.Time
+	Logger      *slog.Logger
+}
+
+// Check refuses a retention that could remove a run that may still authenticate.
+func (m *Maintainer) Check() error {
+	if m.Retention.Runs < m.JobTokenTTL+Margin {
+		return fmt.Errorf("policy: run retention %s must be at least the job token lifetime %s + %s",
+			m.Retention.Runs, m.JobTokenTTL, Margin)
+	}
+	if m.Retention.Tokens <= 0 {
+		return fmt.Errorf("policy: token retention %s must be positive", m.Retention.Tokens)
+	}
+	return nil
+}
+
+// Once runs one pass at the clock's time.
+func (m *Maintainer) Once(ctx context.Context) (store.MaintainResult, error) {
+	if err := m.Check(); err != nil {
+		return store.MaintainResult{}, err
+	}
+	return m.Store.Maintain(ctx, m.Clock(), m.Retention)
+}
+
+// Run runs a pass now and then every Interval until ctx ends. A failed pass is logged and
+// retried at the next tick (the partitions are created a week ahead, so a few failed passes
+// cost nothing); it never stops the service.
+func (m *Maintainer) Run(ctx context.Context) error {
+	if err := m.Check(); err != nil {
+		return err
+	}
+	t := time.NewTicker(m.Interval)
+	defer t.Stop()
+	for {
+		res, err := m.Once(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			m.Logger.Error("policy maintenance failed", "error", err)
+		case err == nil && !res.Skipped && (len(res.Created)+len(res.Dropped) > 0 || res.UserTokens > 0):
+			m.Logger.Info("policy maintenance", "created", res.Created, "dropped", res.Dropped, "user_tokens_deleted", res.UserTokens)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
