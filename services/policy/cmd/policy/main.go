@@ -9,6 +9,7 @@ import (
 	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/services/policy/internal/app"
+	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
 func main() {
@@ -23,6 +24,8 @@ func serve(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":50051", MetricsAddr: ":9091"})
 	var billingAddr string
 	app.RegisterBillingFlag(fs, &billingAddr) // seat check wiring: internal/app/seats.go
+	var keep store.Retention
+	app.RegisterRetentionFlags(fs, &keep)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -31,7 +34,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeBilling.Close()
-	return app.Run(ctx, cfg, app.Options{SeatChecker: seats, Flags: fs})
+	return app.Run(ctx, cfg, app.Options{SeatChecker: seats, Retention: keep, Flags: fs})
 }
 
 func migrateCmd(ctx context.Context, args []string) error {

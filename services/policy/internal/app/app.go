@@ -17,6 +17,7 @@ import (
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/policy/internal/api"
 	"github.com/millwright/millwright/services/policy/internal/authn"
+	"github.com/millwright/millwright/services/policy/internal/retention"
 	"github.com/millwright/millwright/services/policy/internal/settings"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/migrations"
@@ -33,6 +34,11 @@ type Options struct {
 	TokenTTL time.Duration
 	// JobTokenTTL bounds a job token whose run never finishes (default 7 days).
 	JobTokenTTL time.Duration
+	// Retention of runs and tokens (zero fields: internal/retention's defaults) and the
+	// maintenance loop's interval (default 1 h) and clock (default time.Now; tests move it).
+	Retention           store.Retention
+	MaintenanceInterval time.Duration
+	Clock               func() time.Time
 	// Stream tunes the listener.
 	Stream stream.Options
 	// Flags are logged at start (pkg/server.Options.Flags).
@@ -79,6 +85,10 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 
 	st := stream.New(pool, o.Stream)
 	db := store.New(pool)
+	maint := maintainer(db, o)
+	if err := maint.Check(); err != nil {
+		return err
+	}
 	ready := func() bool {
 		select {
 		case <-st.Ready():
@@ -132,10 +142,45 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 		Register: func(gs *grpc.Server) {
 			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL})
 		},
-		Background: []func(context.Context) error{st.Run},
+		Background: []func(context.Context) error{st.Run, maint.Run},
 		OnListen:   o.OnListen,
 		Logger:     o.Logger,
 	})
+}
+
+// maintainer fills in the defaults of the retention loop.
+func maintainer(db *store.Store, o Options) *retention.Maintainer {
+	r := o.Retention
+	if r.Runs <= 0 {
+		r.Runs = retention.DefaultRuns
+	}
+	if r.Tokens <= 0 {
+		r.Tokens = retention.DefaultTokens
+	}
+	if r.AheadDays <= 0 {
+		r.AheadDays = retention.DefaultAheadDays
+	}
+	m := &retention.Maintainer{Store: db, Retention: r, JobTokenTTL: o.JobTokenTTL, Interval: o.MaintenanceInterval,
+		Clock: o.Clock, Logger: o.Logger}
+	if m.JobTokenTTL <= 0 {
+		m.JobTokenTTL = api.DefaultJobTokenTTL
+	}
+	if m.Interval <= 0 {
+		m.Interval = retention.DefaultInterval
+	}
+	if m.Clock == nil {
+		m.Clock = time.Now
+	}
+	return m
+}
+
+// RegisterRetentionFlags defines --run-retention and --token-retention (env
+// MILLWRIGHT_RUN_RETENTION, MILLWRIGHT_TOKEN_RETENTION).
+func RegisterRetentionFlags(fs *flag.FlagSet, r *store.Retention) {
+	server.DurationVar(fs, &r.Runs, "run-retention", "MILLWRIGHT_RUN_RETENTION", retention.DefaultRuns,
+		"how long runs and their job tokens are kept after the UTC day they started (at least the job token lifetime + 24h)")
+	server.DurationVar(fs, &r.Tokens, "token-retention", "MILLWRIGHT_TOKEN_RETENTION", retention.DefaultTokens,
+		"how long user tokens are kept once revoked or expired")
 }
 
 // Migrate applies the embedded migrations.

@@ -41,7 +41,8 @@ type Maintainer struct {
 	JobTokenTTL time.Duration
 	Interval    time.Duration
 	Clock       func() time.Time
-	Logger      *slog.Logger
+	// Logger; nil logs to slog.Default() as it is when a pass ends (pkg/server sets it).
+	Logger *slog.Logger
 }
 
 // Check refuses a retention that could remove a run that may still authenticate.
@@ -77,9 +78,9 @@ func (m *Maintainer) Run(ctx context.Context) error {
 		res, err := m.Once(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			m.Logger.Error("policy maintenance failed", "error", err)
+			m.log().Error("policy maintenance failed", "error", err)
 		case err == nil && !res.Skipped && (len(res.Created)+len(res.Dropped) > 0 || res.UserTokens > 0):
-			m.Logger.Info("policy maintenance", "created", res.Created, "dropped", res.Dropped, "user_tokens_deleted", res.UserTokens)
+			m.log().Info("policy maintenance", "created", res.Created, "dropped", res.Dropped, "user_tokens_deleted", res.UserTokens)
 		}
 		select {
 		case <-ctx.Done():
@@ -87,4 +88,11 @@ func (m *Maintainer) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+func (m *Maintainer) log() *slog.Logger {
+	if m.Logger != nil {
+		return m.Logger
+	}
+	return slog.Default()
 }
