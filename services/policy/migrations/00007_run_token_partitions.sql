@@ -35,6 +35,11 @@ ALTER INDEX run_pkey RENAME TO run_legacy_pkey;
 DROP TRIGGER run_stream ON run_legacy;
 DROP TRIGGER run_stream_update ON run_legacy;
 DROP TRIGGER run_identity_immutable ON run_legacy;
+-- ATTACH matches CHECK constraints by name, and new unnamed ones would be numbered past the
+-- old ones: name them.
+ALTER TABLE run_legacy RENAME CONSTRAINT run_check TO run_viewer_check;
+ALTER TABLE run_legacy RENAME CONSTRAINT run_check1 TO run_no_viewer_check;
+ALTER TABLE run_legacy RENAME CONSTRAINT run_check2 TO run_parent_check;
 
 ALTER TABLE token RENAME TO token_legacy;
 ALTER INDEX token_pkey RENAME TO token_legacy_pkey;
@@ -43,6 +48,8 @@ ALTER INDEX token_member_idx RENAME TO token_legacy_member_idx;
 ALTER INDEX token_job_idx RENAME TO token_legacy_job_idx;
 DROP TRIGGER token_stream ON token_legacy;
 DROP TRIGGER token_stream_update ON token_legacy;
+ALTER TABLE token_legacy RENAME CONSTRAINT token_check TO token_user_name_check;
+ALTER TABLE token_legacy RENAME CONSTRAINT token_check1 TO token_job_id_check;
 
 -- Runs (Windmill's job_perms): the identity recorded when a run starts. viewer_email is set by
 -- RecordRun from the origin and an authenticated credential, and never changed afterwards.
@@ -50,7 +57,7 @@ CREATE TABLE run (
     job_id          uuid        NOT NULL,
     workspace_id    text        NOT NULL REFERENCES workspace (id) ON DELETE CASCADE,
     permissioned_as text        NOT NULL,
-    origin          text        NOT NULL CHECK (origin IN ('app_session', 'app_anonymous', 'direct', 'preview',
+    origin          text        NOT NULL CONSTRAINT run_origin_check CHECK (origin IN ('app_session', 'app_anonymous', 'direct', 'preview',
                                                            'job_token', 'schedule', 'trigger', 'ai_tool')),
     viewer_email    text,
     parent_job_id   uuid,
@@ -58,17 +65,17 @@ CREATE TABLE run (
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,
     PRIMARY KEY (job_id, created_at),
-    CHECK (origin NOT IN ('app_session', 'direct', 'preview') OR viewer_email IS NOT NULL),
-    CHECK (origin NOT IN ('app_anonymous', 'schedule', 'trigger', 'ai_tool') OR viewer_email IS NULL),
-    CHECK ((origin = 'job_token') = (parent_job_id IS NOT NULL))
+    CONSTRAINT run_viewer_check CHECK (origin NOT IN ('app_session', 'direct', 'preview') OR viewer_email IS NOT NULL),
+    CONSTRAINT run_no_viewer_check CHECK (origin NOT IN ('app_anonymous', 'schedule', 'trigger', 'ai_tool') OR viewer_email IS NULL),
+    CONSTRAINT run_parent_check CHECK ((origin = 'job_token') = (parent_job_id IS NOT NULL))
 ) PARTITION BY RANGE (created_at);
 
 -- Tokens: only the sha256 digest of the secret is stored. User tokens name a member, job tokens
 -- a run.
 CREATE TABLE token (
     id           text        NOT NULL,
-    digest       bytea       NOT NULL CHECK (length(digest) = 32),
-    kind         text        NOT NULL CHECK (kind IN ('user', 'job')),
+    digest       bytea       NOT NULL CONSTRAINT token_digest_check CHECK (length(digest) = 32),
+    kind         text        NOT NULL CONSTRAINT token_kind_check CHECK (kind IN ('user', 'job')),
     workspace_id text        NOT NULL REFERENCES workspace (id) ON DELETE CASCADE,
     username     text,
     job_id       uuid,
@@ -78,8 +85,8 @@ CREATE TABLE token (
     expires_at   timestamptz NOT NULL,
     revoked_at   timestamptz,
     PRIMARY KEY (id, kind, created_at),
-    CHECK ((kind = 'user') = (username IS NOT NULL)),
-    CHECK ((kind = 'job') = (job_id IS NOT NULL))
+    CONSTRAINT token_user_name_check CHECK ((kind = 'user') = (username IS NOT NULL)),
+    CONSTRAINT token_job_id_check CHECK ((kind = 'job') = (job_id IS NOT NULL))
 ) PARTITION BY LIST (kind);
 
 CREATE TABLE token_user PARTITION OF token FOR VALUES IN ('user');
@@ -99,6 +106,10 @@ CREATE INDEX token_job_job_idx ON token_job (job_id);
 INSERT INTO token_user SELECT id, digest, kind, workspace_id, username, job_id, scopes, label, created_at, expires_at, revoked_at
 FROM token_legacy WHERE kind = 'user';
 DELETE FROM token_legacy WHERE kind = 'user';
+-- A partition has one primary key, its parent's (it leads with the same column, so lookups
+-- by job id and token id stay indexed).
+ALTER TABLE run_legacy DROP CONSTRAINT run_legacy_pkey;
+ALTER TABLE token_legacy DROP CONSTRAINT token_legacy_pkey;
 ALTER TABLE token_legacy DROP CONSTRAINT token_legacy_digest_key;
 DROP INDEX token_legacy_member_idx, token_legacy_job_idx;
 
