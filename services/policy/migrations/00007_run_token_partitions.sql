@@ -5,13 +5,14 @@
 -- partitions are detached and dropped by the service's maintenance loop (store.Maintain), which
 -- also creates the partitions ahead of time:
 --
---   run        PARTITION BY RANGE (created_at): one partition per UTC day, run_pYYYYMMDD
+--   run        PARTITION BY RANGE (created_at): one partition per week (Monday 00:00 UTC),
+--                run_pYYYYMMDD after its first day
 --   token      PARTITION BY LIST (kind)
 --     token_user   a plain table: user tokens are few and long-lived (up to 366 days); dead
 --                  ones are deleted by an indexed DELETE (which emits their stream events)
---     token_job    PARTITION BY RANGE (created_at): token_job_pYYYYMMDD, dropped with the
---                  runs of the same day (a job token lives at most the job token TTL, which
---                  the run retention must exceed)
+--     token_job    PARTITION BY RANGE (created_at): token_job_pYYYYMMDD, the same ranges,
+--                  dropped with the runs recorded with them (a job token lives at most the job
+--                  token TTL, which the run retention must exceed)
 --
 -- The SQL that reads and writes these tables is unchanged: the partitions are found by the
 -- planner. Primary keys of partitioned tables must include the partition key, so run's is
@@ -20,12 +21,12 @@
 --     per job id by an advisory lock, refuses a second run with the same job id as the old
 --     primary key did (same error, same constraint name "run_pkey");
 --   - user tokens keep UNIQUE (id) and UNIQUE (digest) on token_user; job token ids and digests
---     are 96 and 256 random bits drawn per token, indexed but not declared unique across days.
+--     are 96 and 256 random bits drawn per token, indexed but not declared unique across partitions.
 --
 -- Existing rows are kept, not copied: the old run table becomes the partition run_legacy, the
 -- old token table (its user tokens moved to token_user) the partition token_job_legacy, both
 -- covering everything before the start of the UTC day after the newest row (or today). They are
--- dropped like any daily partition once that bound is older than the retention. On a database
+-- dropped like any other partition once that bound is older than the retention. On a database
 -- with no run and no job token the legacy tables are simply dropped.
 
 -- Free the old names (index names are schema-wide) and stop the old triggers: rows moved below
@@ -119,6 +120,7 @@ DECLARE
     today timestamptz := date_trunc('day', now(), 'UTC');
     bound timestamptz;
     d     timestamptz;
+    next  timestamptz;
 BEGIN
     -- The start of the UTC day after the newest legacy row, and at least tomorrow: rows
     -- recorded during the migration still fall into the legacy partitions.
@@ -135,13 +137,15 @@ BEGIN
         DROP TABLE run_legacy, token_legacy;
         d := today;
     END IF;
-    -- A week of daily partitions ahead; the maintenance loop keeps it a week ahead.
+    -- Partitions up to at least a week ahead, ending on Mondays 00:00 UTC (the maintenance
+    -- loop's weekly boundaries): the first one up to the next Monday, then whole weeks.
     WHILE d < today + interval '8 days' LOOP
+        next := date_trunc('week', d, 'UTC') + interval '7 days';
         EXECUTE format('CREATE TABLE %I PARTITION OF run FOR VALUES FROM (%L) TO (%L)',
-                       'run_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, d + interval '1 day');
+                       'run_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, next);
         EXECUTE format('CREATE TABLE %I PARTITION OF token_job FOR VALUES FROM (%L) TO (%L)',
-                       'token_job_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, d + interval '1 day');
-        d := d + interval '1 day';
+                       'token_job_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, next);
+        d := next;
     END LOOP;
 END $$;
 -- +goose StatementEnd

@@ -157,8 +157,11 @@ func maintainer(db *store.Store, o Options) *retention.Maintainer {
 	if r.Tokens <= 0 {
 		r.Tokens = retention.DefaultTokens
 	}
-	if r.AheadDays <= 0 {
-		r.AheadDays = retention.DefaultAheadDays
+	if r.PartitionDays <= 0 {
+		r.PartitionDays = retention.DefaultPartitionDays
+	}
+	if r.Ahead <= 0 {
+		r.Ahead = retention.DefaultAhead
 	}
 	m := &retention.Maintainer{Store: db, Retention: r, JobTokenTTL: o.JobTokenTTL, Interval: o.MaintenanceInterval,
 		Clock: o.Clock, Logger: o.Logger}

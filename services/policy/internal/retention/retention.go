@@ -17,13 +17,17 @@ import (
 
 // Defaults.
 const (
-	DefaultRuns      = 14 * 24 * time.Hour
-	DefaultTokens    = 14 * 24 * time.Hour
-	DefaultInterval  = time.Hour
-	DefaultAheadDays = 7
+	DefaultRuns     = 14 * 24 * time.Hour
+	DefaultTokens   = 14 * 24 * time.Hour
+	DefaultInterval = time.Hour
+	// Weekly partitions: about Runs/7 + 2 of them at any time (the planner and the token and run
+	// lookups pay per partition), created at least a week ahead.
+	DefaultPartitionDays = 7
+	DefaultAhead         = 7 * 24 * time.Hour
 	// Margin is how much longer than the job token lifetime the run retention must be: a run
-	// is removed with its start day's partition, so the whole day must be older than its
-	// longest-lived token (plus clock skew between service and database).
+	// is removed with its partition once the partition's range ended Runs ago, so every run
+	// in it started more than Runs ago; the margin covers clock skew between service
+	// (which sets a job token's expiry) and database (which sets the run's start).
 	Margin = 24 * time.Hour
 )
 

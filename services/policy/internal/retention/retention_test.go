@@ -21,7 +21,7 @@ func (f *fakeStore) Maintain(_ context.Context, now time.Time, _ store.Retention
 func TestRunRetentionMustOutliveJobTokens(t *testing.T) {
 	f := &fakeStore{}
 	m := retention.Maintainer{Store: f, JobTokenTTL: 7 * 24 * time.Hour, Interval: time.Hour, Clock: time.Now,
-		Retention: store.Retention{Runs: 7 * 24 * time.Hour, Tokens: time.Hour, AheadDays: 7}}
+		Retention: store.Retention{Runs: 7 * 24 * time.Hour, Tokens: time.Hour, PartitionDays: 7, Ahead: time.Hour}}
 	require.ErrorContains(t, m.Check(), "job token lifetime")
 	_, err := m.Once(context.Background())
 	require.Error(t, err)
@@ -38,7 +38,7 @@ func TestPassesUseTheInjectedClock(t *testing.T) {
 	f := &fakeStore{}
 	at := time.Date(2031, 5, 1, 12, 0, 0, 0, time.UTC)
 	m := retention.Maintainer{Store: f, JobTokenTTL: time.Hour, Interval: time.Hour, Clock: func() time.Time { return at },
-		Retention: store.Retention{Runs: 2 * 24 * time.Hour, Tokens: time.Hour, AheadDays: 1}}
+		Retention: store.Retention{Runs: 2 * 24 * time.Hour, Tokens: time.Hour, PartitionDays: 1, Ahead: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // Run still makes its first pass, then returns
 	require.NoError(t, m.Run(ctx))

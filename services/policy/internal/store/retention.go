@@ -12,15 +12,21 @@ import (
 // Retention says how long runs and tokens are kept once they can no longer authenticate
 // (docs/policy.md, "Retention"; migration 00007 partitions the tables).
 type Retention struct {
-	// Runs: a run and its job token are removed with their UTC day's partitions once that day
-	// ended more than Runs ago. It must exceed the job token lifetime, so that every run
-	// removed has ended (finished, or its token expired): internal/retention checks that.
+	// Runs: a run and its job token are removed with their partition once its range ended
+	// more than Runs ago (so Runs to Runs + PartitionDays after the run started). It must
+	// exceed the job token lifetime, so that every run removed has ended (finished, or its
+	// token expired): internal/retention checks that.
 	Runs time.Duration
 	// Tokens: a user token is removed once it has been revoked or expired for more than Tokens.
 	Tokens time.Duration
-	// AheadDays is how many daily partitions exist after today's (a run is recorded into the
-	// partition of its start day; none there fails the insert). At least 1.
-	AheadDays int
+	// PartitionDays is the width of a new partition, aligned on Mondays 00:00 UTC for 7 and
+	// on whole UTC days in general. Every retained partition costs the token and run lookups
+	// an index probe and the planner a relation (docs/policy.md, "Retention"): weeks keep
+	// their number at about Runs/7 + 2.
+	PartitionDays int
+	// Ahead is how far past now partitions must exist (a run is recorded into the partition of
+	// its start; none there fails the insert).
+	Ahead time.Duration
 }
 
 // MaintainResult says what one maintenance pass did.
@@ -52,15 +58,15 @@ var partitioned = []struct{ parent, prefix string }{
 // userTokenBatch bounds one DELETE of dead user tokens (each row emits a stream event).
 const userTokenBatch = 1000
 
-// Maintain runs one maintenance pass as of now: it creates the daily partitions of run and
-// token_job from now's UTC day to AheadDays after it, detaches and drops the partitions
+// Maintain runs one maintenance pass as of now: it creates the partitions of run and
+// token_job that cover now's UTC day to r.Ahead after now, detaches and drops the partitions
 // whose range ended more than r.Runs before now, and deletes the user tokens dead for more
 // than r.Tokens. Every replica may call it at any time: a pass takes a session advisory lock
 // and skips (Skipped) when another holds it, and every step is idempotent, so a pass cut
 // short is finished by the next one.
 func (s *Store) Maintain(ctx context.Context, now time.Time, r Retention) (res MaintainResult, err error) {
-	if r.Runs <= 0 || r.Tokens <= 0 || r.AheadDays < 1 {
-		return res, fmt.Errorf("store: maintain: retention %+v: periods must be positive, AheadDays >= 1", r)
+	if r.Runs <= 0 || r.Tokens <= 0 || r.PartitionDays < 1 || r.Ahead <= 0 {
+		return res, fmt.Errorf("store: maintain: retention %+v: every field must be positive", r)
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -173,13 +179,44 @@ func maintainPartitions(ctx context.Context, conn *pgx.Conn, parent, prefix stri
 		}
 		dropped = append(dropped, p.name)
 	}
+	// A pass cut short between a detach and its drop leaves a detached table: drop it. Only
+	// this code names tables with these prefixes (and the migration's *_legacy).
+	var leftovers []string
+	rows, err := conn.Query(ctx, `
+		SELECT relname FROM pg_class
+		WHERE relkind = 'r' AND NOT relispartition AND relnamespace = current_schema()::regnamespace
+		  AND (starts_with(relname, $1) OR relname = $2 || '_legacy')`, prefix, parent)
+	if err == nil {
+		leftovers, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return created, dropped, err
+	}
+	for _, name := range leftovers {
+		if _, err := conn.Exec(ctx, `DROP TABLE `+ident(name)); err != nil {
+			return created, dropped, err
+		}
+		dropped = append(dropped, name)
+	}
+
 	u := now.UTC()
-	day := time.Date(u.Year(), u.Month(), u.Day(), 0, 0, 0, 0, time.UTC)
-	for i := 0; i <= r.AheadDays; i++ {
-		lo := day.AddDate(0, 0, i)
-		hi := lo.AddDate(0, 0, 1)
-		if covered(parts, lo, hi) {
+	cursor := time.Date(u.Year(), u.Month(), u.Day(), 0, 0, 0, 0, time.UTC)
+	end := now.Add(r.Ahead)
+	for cursor.Before(end) {
+		if p, ok := containing(parts, cursor); ok {
+			if p.hi == nil {
+				break
+			}
+			cursor = *p.hi
 			continue
+		}
+		// Up to the next aligned boundary, or to the next existing partition (the ones the
+		// migration made, or made with another width, are kept and the gaps filled).
+		lo, hi := cursor, alignUp(cursor, r.PartitionDays)
+		for _, p := range parts {
+			if p.lo != nil && p.lo.After(lo) && p.lo.Before(hi) {
+				hi = *p.lo
+			}
 		}
 		name := prefix + lo.Format("20060102")
 		// Created apart and then attached: ATTACH takes SHARE UPDATE EXCLUSIVE on the parent,
@@ -198,19 +235,34 @@ func maintainPartitions(ctx context.Context, conn *pgx.Conn, parent, prefix stri
 			return created, dropped, fmt.Errorf("create %s: %w", name, err)
 		}
 		created = append(created, name)
+		parts = append(parts, partition{name: name, lo: &lo, hi: &hi})
+		cursor = hi
 	}
 	return created, dropped, nil
 }
 
-// covered reports whether some partition overlaps [lo, hi) (the legacy partition of the
-// migration covers everything before its bound; the next days start there).
-func covered(parts []partition, lo, hi time.Time) bool {
+// containing returns the partition whose range holds t.
+func containing(parts []partition, t time.Time) (partition, bool) {
 	for _, p := range parts {
-		if (p.lo == nil || p.lo.Before(hi)) && (p.hi == nil || p.hi.After(lo)) {
-			return true
+		if (p.lo == nil || !p.lo.After(t)) && (p.hi == nil || p.hi.After(t)) {
+			return p, true
 		}
 	}
-	return false
+	return partition{}, false
+}
+
+// alignAnchor is a Monday: weeks start on Mondays 00:00 UTC, as date_trunc('week') does in the
+// migration.
+var alignAnchor = time.Date(1970, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// alignUp returns the first boundary after t of the partitions of width days.
+func alignUp(t time.Time, days int) time.Time {
+	width := time.Duration(days) * 24 * time.Hour
+	n := t.Sub(alignAnchor) / width
+	if t.Before(alignAnchor) {
+		n-- // Duration division truncates toward zero
+	}
+	return alignAnchor.Add((n + 1) * width)
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

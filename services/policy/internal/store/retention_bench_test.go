@@ -1,0 +1,93 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/store"
+	"github.com/millwright/millwright/services/policy/internal/testdb"
+)
+
+// BenchmarkRunPathPartitions measures what partitions cost the job path: the token lookup by
+// digest and the run lookup by job id probe one index per retained partition, and the planner
+// (every statement is planned for its arguments, as internal/app configures the pool) opens
+// every one (it cannot prune by digest or job id). Cases: a fresh database (2 partitions), a
+// 14-day retention in weeks (the service's: 5) and in days (22). Run with -benchtime=500x;
+// docs/policy.md ("Retention") has the figures, and the unpartitioned baseline (the "fresh"
+// case with migrations/00007 moved away).
+func BenchmarkRunPathPartitions(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		width    int
+		pastDays int
+	}{{"fresh", 7, 0}, {"weeks", 7, 21}, {"days", 1, 21}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			// As the service runs it (internal/app): every statement planned for its arguments.
+			cfg, err := pgxpool.ParseConfig(testdb.DSN(b))
+			require.NoError(b, err)
+			cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = planMode()
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(b, err)
+			defer pool.Close()
+			s := store.New(pool)
+			require.NoError(b, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+			if tc.pastDays > 0 {
+				_, err = s.Maintain(ctx, time.Now().Add(-time.Duration(tc.pastDays)*day),
+					store.Retention{Runs: 30 * day, Tokens: day, PartitionDays: tc.width, Ahead: time.Duration(tc.pastDays) * day})
+				require.NoError(b, err)
+			}
+			var n int
+			var row int
+			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'run'::regclass`).Scan(&n))
+			b.Logf("run partitions: %d", n)
+			record := func() (string, []byte) {
+				job := newJobID()
+				_, digest := policy.NewSecret(policy.PrefixJob)
+				_, err := s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: policy.OriginSchedule,
+					TokenID: policy.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(day)})
+				require.NoError(b, err)
+				return job, digest
+			}
+			digests := make([][]byte, 0, 2000)
+			for range 2000 {
+				_, d := record()
+				digests = append(digests, d)
+			}
+			// As autovacuum would have by then: the planner knows the partitions' sizes.
+			_, err = pool.Exec(ctx, `ANALYZE run; ANALYZE token`)
+			require.NoError(b, err)
+			b.Run("RecordRun", func(b *testing.B) {
+				for b.Loop() {
+					record()
+				}
+			})
+			b.Run("Authenticate", func(b *testing.B) {
+				for b.Loop() {
+					_, err := s.Authenticate(ctx, digests[row%len(digests)])
+					require.NoError(b, err)
+					row++
+				}
+			})
+			b.Run("RecordRun+FinishRun", func(b *testing.B) {
+				for b.Loop() {
+					job, _ := record()
+					require.NoError(b, s.FinishRun(ctx, "w", job))
+				}
+			})
+		})
+	}
+}
+
+func planMode() string {
+	if m := os.Getenv("BENCH_PLAN_MODE"); m != "" {
+		return m
+	}
+	return "force_custom_plan"
+}
