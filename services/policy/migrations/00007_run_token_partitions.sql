@@ -169,8 +169,11 @@ CREATE TRIGGER run_identity_immutable BEFORE UPDATE ON run
 -- its run by job id, so a second run under the same id would make a token's identity ambiguous.
 -- The lock (two-key form, its own space; first key "run" in ASCII) serializes inserts of one
 -- job id; in READ COMMITTED each statement below sees what the previous holder committed.
--- Costs one index probe per retained partition (docs/policy.md, "Retention", measured).
-CREATE FUNCTION run_job_id_unique() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Costs one index probe per retained partition (docs/policy.md, "Retention", measured); the
+-- generic plan is made once per session, where the service's pool default (force_custom_plan)
+-- would plan the lookup over every partition on each insert.
+CREATE FUNCTION run_job_id_unique() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(7501166, hashtext(NEW.job_id::text));
     IF EXISTS (SELECT 1 FROM run WHERE job_id = NEW.job_id) THEN
