@@ -50,6 +50,7 @@ type replicaOpts struct {
 	seats  settings.SeatChecker
 	tracer pgx.QueryTracer
 	poll   time.Duration // the stream's poll interval (default 200ms)
+	clock  func() time.Time
 }
 
 func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
@@ -71,6 +72,7 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 		done <- app.Run(ctx, cfg, app.Options{
 			SeatChecker: o.seats,
 			Tracer:      o.tracer,
+			Clock:       o.clock,
 			Stream:      stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 			OnListen:    func(g, _ string) { addr <- g },

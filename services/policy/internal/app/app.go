@@ -58,6 +58,8 @@ type Parts struct {
 	Stream   *stream.Stream
 	Settings *settings.Service
 	Authn    *authn.Local
+	// Maintainer is the retention loop (tests run passes with Once at a clock they move).
+	Maintainer *retention.Maintainer
 }
 
 // Run serves the policy service until ctx ends.
@@ -108,7 +110,7 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	})
 	defer unsub()
 	if o.OnReady != nil {
-		o.OnReady(&Parts{Store: db, Stream: st, Settings: set, Authn: local})
+		o.OnReady(&Parts{Store: db, Stream: st, Settings: set, Authn: local, Maintainer: maint})
 	}
 
 	expected, err := migrate.Expected(migrations.FS)
@@ -181,7 +183,7 @@ func maintainer(db *store.Store, o Options) *retention.Maintainer {
 // MILLWRIGHT_RUN_RETENTION, MILLWRIGHT_TOKEN_RETENTION).
 func RegisterRetentionFlags(fs *flag.FlagSet, r *store.Retention) {
 	server.DurationVar(fs, &r.Runs, "run-retention", "MILLWRIGHT_RUN_RETENTION", retention.DefaultRuns,
-		"how long runs and their job tokens are kept after the UTC day they started (at least the job token lifetime + 24h)")
+		"how long runs and their job tokens are kept once their week's partition ended (at least the job token lifetime + 24h)")
 	server.DurationVar(fs, &r.Tokens, "token-retention", "MILLWRIGHT_TOKEN_RETENTION", retention.DefaultTokens,
 		"how long user tokens are kept once revoked or expired")
 }
