@@ -189,14 +189,16 @@ CREATE TRIGGER run_job_id_unique BEFORE INSERT ON run
 
 -- +goose Down
 -- Back to plain tables, keeping every row (the copies fire no stream trigger: none exists yet).
+-- The constraints get version 6's generated names, spelled out (generated ones would be
+-- numbered past the partitioned tables' while those exist), so that Up runs again.
 ALTER TABLE run RENAME TO run_partitioned;
 ALTER TABLE token RENAME TO token_partitioned;
 ALTER INDEX run_pkey RENAME TO run_partitioned_pkey;
 ALTER INDEX token_pkey RENAME TO token_partitioned_pkey;
 CREATE TABLE token (
     id           text        PRIMARY KEY,
-    digest       bytea       NOT NULL UNIQUE CHECK (length(digest) = 32),
-    kind         text        NOT NULL CHECK (kind IN ('user', 'job')),
+    digest       bytea       NOT NULL UNIQUE CONSTRAINT token_digest_check CHECK (length(digest) = 32),
+    kind         text        NOT NULL CONSTRAINT token_kind_check CHECK (kind IN ('user', 'job')),
     workspace_id text        NOT NULL REFERENCES workspace (id) ON DELETE CASCADE,
     username     text,
     job_id       uuid,
@@ -205,8 +207,8 @@ CREATE TABLE token (
     created_at   timestamptz NOT NULL DEFAULT now(),
     expires_at   timestamptz NOT NULL,
     revoked_at   timestamptz,
-    CHECK ((kind = 'user') = (username IS NOT NULL)),
-    CHECK ((kind = 'job') = (job_id IS NOT NULL))
+    CONSTRAINT token_check CHECK ((kind = 'user') = (username IS NOT NULL)),
+    CONSTRAINT token_check1 CHECK ((kind = 'job') = (job_id IS NOT NULL))
 );
 INSERT INTO token SELECT * FROM token_partitioned;
 CREATE INDEX token_member_idx ON token (workspace_id, username) WHERE revoked_at IS NULL;
@@ -220,16 +222,16 @@ CREATE TABLE run (
     job_id          uuid        PRIMARY KEY,
     workspace_id    text        NOT NULL REFERENCES workspace (id) ON DELETE CASCADE,
     permissioned_as text        NOT NULL,
-    origin          text        NOT NULL CHECK (origin IN ('app_session', 'app_anonymous', 'direct', 'preview',
+    origin          text        NOT NULL CONSTRAINT run_origin_check CHECK (origin IN ('app_session', 'app_anonymous', 'direct', 'preview',
                                                            'job_token', 'schedule', 'trigger', 'ai_tool')),
     viewer_email    text,
     parent_job_id   uuid,
     token_id        text        NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,
-    CHECK (origin NOT IN ('app_session', 'direct', 'preview') OR viewer_email IS NOT NULL),
-    CHECK (origin NOT IN ('app_anonymous', 'schedule', 'trigger', 'ai_tool') OR viewer_email IS NULL),
-    CHECK ((origin = 'job_token') = (parent_job_id IS NOT NULL))
+    CONSTRAINT run_check CHECK (origin NOT IN ('app_session', 'direct', 'preview') OR viewer_email IS NOT NULL),
+    CONSTRAINT run_check1 CHECK (origin NOT IN ('app_anonymous', 'schedule', 'trigger', 'ai_tool') OR viewer_email IS NULL),
+    CONSTRAINT run_check2 CHECK ((origin = 'job_token') = (parent_job_id IS NOT NULL))
 );
 INSERT INTO run SELECT * FROM run_partitioned;
 CREATE TRIGGER run_stream AFTER INSERT OR DELETE ON run

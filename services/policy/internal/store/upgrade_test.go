@@ -145,3 +145,29 @@ func TestFreshDatabaseHasNoLegacyPartitions(t *testing.T) {
 		}
 	}
 }
+
+// 00007's Down keeps every row in plain tables again, and its Up then runs on that database.
+func TestPartitioningMigrationDownAndUpAgain(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	s := store.New(pool)
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	_, digest := liveRun(t, s, "w")
+	liveRun(t, s, "w")
+	b, err := fs.ReadFile(migrations.FS, "00007_run_token_partitions.sql")
+	require.NoError(t, err)
+	up, down, ok := strings.Cut(string(b), "-- +goose Down")
+	require.True(t, ok)
+	_, err = pool.Exec(ctx, down)
+	require.NoError(t, err)
+	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM run`))
+	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM pg_partitioned_table`))
+	_, err = s.Authenticate(ctx, digest)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, up)
+	require.NoError(t, err)
+	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM run`))
+	require.Contains(t, partitionNames(t, pool, "run"), "run_legacy")
+	_, err = s.Authenticate(ctx, digest)
+	require.NoError(t, err)
+}
