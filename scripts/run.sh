@@ -53,6 +53,30 @@ dburl() {
   printf '%s/%s%s' "${base%/*}" "$1" "$query"
 }
 
+# No secret goes on a command line: every local user reads them (ps, /proc/<pid>/cmdline).
+# The services get their database URL in DATABASE_URL (they refuse one with a password as a
+# flag), and psql gets the URL without its password and the password in PGPASSWORD.
+# url_password URL: the password of a postgres:// URL, percent-decoded ("" if none).
+url_password() {
+  local rest=${1#*://} ui
+  [[ $1 == *://* && $rest == *@* ]] || return 0
+  ui=${rest%%@*}
+  [[ $ui == *:* ]] || return 0
+  ui=${ui#*:}
+  printf '%b' "${ui//%/\\x}"
+}
+# pg URL ARGS...: psql on URL, its password in the environment.
+pg() {
+  local url=$1 pw
+  shift
+  pw=$(url_password "$url")
+  if [ -n "$pw" ]; then
+    PGPASSWORD=$pw psql "$(printf '%s' "$url" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1@#')" "$@"
+  else
+    psql "$url" "$@"
+  fi
+}
+
 export MILLWRIGHT_ADMIN_TOKEN MILLWRIGHT_SERVICE_TOKEN MILLWRIGHT_ENCRYPTION_KEY
 export MILLWRIGHT_INSTANCE_ID=${MILLWRIGHT_INSTANCE_ID:-local}
 MILLWRIGHT_ADMIN_TOKEN=$(secret admin-token MILLWRIGHT_ADMIN_TOKEN)
@@ -64,9 +88,9 @@ fi
 
 for svc in policy roleset billing; do
   db=millwright_$svc
-  exists=$(psql "$DATABASE_URL" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$db'")
-  [ "$exists" = 1 ] || psql "$DATABASE_URL" -qc "CREATE DATABASE $db" >/dev/null
-  "$BIN/$svc" migrate --database-url "$(dburl "$db")"
+  exists=$(pg "$DATABASE_URL" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$db'")
+  [ "$exists" = 1 ] || pg "$DATABASE_URL" -qc "CREATE DATABASE $db" >/dev/null
+  DATABASE_URL=$(dburl "$db") "$BIN/$svc" migrate
 done
 
 # The demo's target database (its data table): owned by a non-superuser cluster admin for
@@ -79,7 +103,9 @@ DEMO_ADMIN=millwright_demo_admin
 rm -f "$RUN/demo-loaded"
 if [ "$DEMO" = 1 ]; then
   demo_pw=$(secret demo-admin-password MILLWRIGHT_DEMO_ADMIN_PASSWORD)
-  psql "$DATABASE_URL" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" -v pw="$demo_pw" -v db="$DEMO_DB" >/dev/null <<'SQL'
+  # The password reaches psql in its environment (\getenv), not as a -v argument.
+  MILLWRIGHT_DEMO_PW=$demo_pw pg "$DATABASE_URL" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" -v db="$DEMO_DB" >/dev/null <<'SQL'
+\getenv pw MILLWRIGHT_DEMO_PW
 SET client_min_messages = warning;
 SELECT format('CREATE ROLE %I LOGIN CREATEROLE', :'admin')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'admin') \gexec
@@ -89,7 +115,7 @@ SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'admin')
   WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db') \gexec
 SQL
   # As the admin: it owns the table, so the admin connection bypasses RLS and viewers do not.
-  psql "$(dburl "$DEMO_DB")" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" >/dev/null <<'SQL'
+  pg "$(dburl "$DEMO_DB")" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" >/dev/null <<'SQL'
 SET client_min_messages = warning;
 BEGIN;
 SET LOCAL ROLE :"admin";
@@ -129,14 +155,14 @@ HTTP_ADDR=${MILLWRIGHT_HTTP_ADDR:-127.0.0.1:8080}
 METRICS_PORT=${MILLWRIGHT_METRICS_BASE_PORT:-9091} # policy, roleset, billing: this port and the next two
 export MILLWRIGHT_POLICY_ADDR=$POLICY_ADDR MILLWRIGHT_ROLESET_ADDR=$ROLESET_ADDR MILLWRIGHT_BILLING_ADDR=$BILLING_ADDR
 
-"$BIN/policy" serve --grpc-addr "$POLICY_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 0)) \
-  --database-url "$(dburl millwright_policy)" &
+DATABASE_URL=$(dburl millwright_policy) \
+  "$BIN/policy" serve --grpc-addr "$POLICY_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 0)) &
 pids+=($!)
-"$BIN/roleset" serve --grpc-addr "$ROLESET_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 1)) \
-  --database-url "$(dburl millwright_roleset)" &
+DATABASE_URL=$(dburl millwright_roleset) \
+  "$BIN/roleset" serve --grpc-addr "$ROLESET_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 1)) &
 pids+=($!)
-"$BIN/billing" serve --grpc-addr "$BILLING_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 2)) \
-  --database-url "$(dburl millwright_billing)" &
+DATABASE_URL=$(dburl millwright_billing) \
+  "$BIN/billing" serve --grpc-addr "$BILLING_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 2)) &
 pids+=($!)
 "$BIN/gateway" serve --http-addr "$HTTP_ADDR" &
 pids+=($!)
@@ -165,7 +191,7 @@ if [ "$DEMO" = 1 ]; then
     exit 1
   fi
   # The roles exist now (roleset made them): let them read the table; RLS picks the rows.
-  psql "$(dburl "$DEMO_DB")" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" >/dev/null <<'SQL'
+  pg "$(dburl "$DEMO_DB")" -qX -v ON_ERROR_STOP=1 -v admin="$DEMO_ADMIN" >/dev/null <<'SQL'
 SET client_min_messages = warning;
 BEGIN;
 SET LOCAL ROLE :"admin";

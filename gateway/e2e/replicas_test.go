@@ -387,9 +387,9 @@ func startReplicasB(t *testing.T, st *Stack) replicasB {
 		p := &proc{name: svc, log: filepath.Join(logDir, svc+".log"), done: make(chan error, 1)}
 		logf, err := os.Create(p.log)
 		require.NoError(t, err)
-		p.cmd = exec.Command(st.Bin(svc), "serve", "--grpc-addr", addr(i), "--metrics-addr", addr(3+i),
-			"--database-url", st.SuperuserURL(t, "millwright_"+svc))
-		p.cmd.Env = env
+		p.cmd = exec.Command(st.Bin(svc), "serve", "--grpc-addr", addr(i), "--metrics-addr", addr(3+i))
+		// The database URL (with its password) in the environment, as run.sh does.
+		p.cmd.Env = append(append([]string{}, env...), "DATABASE_URL="+st.SuperuserURL(t, "millwright_"+svc))
 		p.cmd.Stdout, p.cmd.Stderr = logf, logf
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		require.NoError(t, p.cmd.Start())

@@ -91,7 +91,8 @@ func Run(ctx context.Context, prog string, args []string, stderr io.Writer, cmds
 // ParseFlags parses args into fs and classifies failures as UsageError (flag.ErrHelp is
 // passed through: -h is not a failure). It also reports environment variables that were set
 // to a value their flag cannot parse (see server.StringVar and friends): such a value is a
-// configuration mistake, and silently using the default instead would hide it.
+// configuration mistake, and silently using the default instead would hide it. And it
+// reports flags given a value the command line may not carry (server.SecretVar, DSNVar).
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	fs.Init(fs.Name(), flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +107,10 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	fs.VisitAll(func(f *flag.Flag) {
 		if e, ok := f.Value.(interface{ EnvError() error }); ok && !set[f.Name] && e.EnvError() != nil {
 			errs = append(errs, e.EnvError())
+		}
+		// A value the command line may not carry (a secret, see server.SecretVar).
+		if e, ok := f.Value.(interface{ FlagError() error }); ok && set[f.Name] && e.FlagError() != nil {
+			errs = append(errs, e.FlagError())
 		}
 	})
 	if len(errs) > 0 {

@@ -55,6 +55,24 @@ func Up(ctx context.Context, dsn string, fsys fs.FS) (int64, error) {
 	return p.GetDBVersion(ctx)
 }
 
+// UpTo applies the pending migrations up to and including version: for tests of an upgrade
+// from an older schema with rows in it.
+func UpTo(ctx context.Context, dsn string, fsys fs.FS, version int64) error {
+	db, err := open(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := provider(db, fsys)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
 // Expected is the version the embedded migrations reach: what `serve` waits for before it
 // reports SERVING. It reads the numbered file names, the same rule goose applies.
 func Expected(fsys fs.FS) (int64, error) {

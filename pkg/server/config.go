@@ -25,6 +25,40 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	AdminToken      Secret
 	ServiceToken    Secret
+	Limits          Limits
+}
+
+// Limits bound what one gRPC client can hold of a service: connections that do not finish
+// their handshake, or sit idle, are closed, and one connection multiplexes a bounded number of
+// calls. A zero field takes its default (DefaultLimits).
+type Limits struct {
+	// MaxConcurrentStreams bounds the calls in flight on one connection; further calls wait
+	// for one to end (gRPC flow control), they are not refused.
+	MaxConcurrentStreams int
+	// ConnectionTimeout: a new connection must complete its HTTP/2 handshake within it.
+	ConnectionTimeout time.Duration
+	// IdleTimeout: a connection with no call in flight for this long is sent GOAWAY (a
+	// client reconnects on its next call).
+	IdleTimeout time.Duration
+}
+
+// DefaultLimits are the services' defaults (docs/operations.md, "Connection limits").
+func DefaultLimits() Limits {
+	return Limits{MaxConcurrentStreams: 1000, ConnectionTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxConcurrentStreams <= 0 {
+		l.MaxConcurrentStreams = d.MaxConcurrentStreams
+	}
+	if l.ConnectionTimeout <= 0 {
+		l.ConnectionTimeout = d.ConnectionTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	return l
 }
 
 // RegisterFlags defines the common flags on fs, each with an environment fallback; after
@@ -47,6 +81,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	StringVar(fs, &c.LogLevel, "log-level", "MILLWRIGHT_LOG_LEVEL", defaults.LogLevel, "debug, info, warn or error")
 	StringVar(fs, &c.LogFormat, "log-format", "MILLWRIGHT_LOG_FORMAT", defaults.LogFormat, "json or text")
 	DurationVar(fs, &c.ShutdownTimeout, "shutdown-timeout", "MILLWRIGHT_SHUTDOWN_TIMEOUT", defaults.ShutdownTimeout, "how long in-flight calls may run after SIGTERM")
+	dl := DefaultLimits()
+	IntVar(fs, &c.Limits.MaxConcurrentStreams, "grpc-max-concurrent-streams", "MILLWRIGHT_GRPC_MAX_CONCURRENT_STREAMS", dl.MaxConcurrentStreams, "calls in flight on one client connection; more wait")
+	DurationVar(fs, &c.Limits.ConnectionTimeout, "grpc-connection-timeout", "MILLWRIGHT_GRPC_CONNECTION_TIMEOUT", dl.ConnectionTimeout, "time allowed for a new connection's handshake")
+	DurationVar(fs, &c.Limits.IdleTimeout, "grpc-idle-timeout", "MILLWRIGHT_GRPC_IDLE_TIMEOUT", dl.IdleTimeout, "a connection with no call in flight is closed after this")
 	SecretVar(fs, &c.AdminToken, "admin-token", "MILLWRIGHT_ADMIN_TOKEN", defaults.AdminToken, "bootstrap superadmin bearer token")
 	SecretVar(fs, &c.ServiceToken, "service-token", "MILLWRIGHT_SERVICE_TOKEN", defaults.ServiceToken, "service-to-service bearer token")
 }
@@ -107,7 +145,8 @@ func RedactDSN(s string) string {
 }
 
 // value is a flag.Value with an environment fallback. It remembers where its value came from
-// (for LogConfig) and an unparsable environment value (for cli.ParseFlags).
+// (for LogConfig), an unparsable environment value, and a value the command line may not
+// carry (both for cli.ParseFlags).
 type value[T any] struct {
 	p       *T
 	parse   func(string) (T, error)
@@ -117,6 +156,14 @@ type value[T any] struct {
 	env     string
 	fromEnv bool
 	envErr  error
+	// onFlag, when set, refuses some values on the command line (a secret: every local user
+	// reads a process's arguments in ps and /proc/<pid>/cmdline). The refusal is reported by
+	// cli.ParseFlags, not by Set: the flag package would print the value in its error.
+	onFlag  func(string) error
+	flagErr error
+	// fileEnv: the value may also come from the file named by env+"_FILE" (a mounted
+	// Kubernetes or Docker secret, a file of mode 600).
+	fileEnv bool
 }
 
 func (v *value[T]) String() string {
@@ -127,6 +174,12 @@ func (v *value[T]) String() string {
 }
 
 func (v *value[T]) Set(s string) error {
+	if v.onFlag != nil {
+		if err := v.onFlag(s); err != nil {
+			v.flagErr = err
+			return nil // the value is dropped, and ParseFlags reports FlagError
+		}
+	}
 	x, err := v.parse(s)
 	if err != nil {
 		return err
@@ -138,13 +191,33 @@ func (v *value[T]) Set(s string) error {
 func (v *value[T]) Get() any         { return *v.p }
 func (v *value[T]) IsBoolFlag() bool { return v.isBool }
 func (v *value[T]) EnvError() error  { return v.envErr }
+func (v *value[T]) FlagError() error { return v.flagErr }
 func (v *value[T]) isSecret() bool   { return v.secret }
 func (v *value[T]) isFromEnv() bool  { return v.fromEnv }
 
 func define[T any](fs *flag.FlagSet, v *value[T], name string, def T, usage string) {
 	*v.p = def
-	if v.env != "" {
+	if v.env != "" && v.fileEnv {
+		usage += " (env " + v.env + ") (or " + v.env + "_FILE: a file holding it)"
+		if path, ok := os.LookupEnv(v.env + "_FILE"); ok && path != "" {
+			b, err := os.ReadFile(path)
+			switch {
+			case os.Getenv(v.env) != "":
+				v.envErr = fmt.Errorf("environment: set %s or %s_FILE, not both", v.env, v.env)
+			case err != nil:
+				v.envErr = fmt.Errorf("environment %s_FILE: %w", v.env, err)
+			default:
+				if x, err := v.parse(strings.TrimRight(string(b), "\r\n")); err != nil {
+					v.envErr = fmt.Errorf("environment %s_FILE: %w", v.env, err)
+				} else {
+					*v.p, v.fromEnv = x, true
+				}
+			}
+		}
+	} else if v.env != "" {
 		usage += " (env " + v.env + ")"
+	}
+	if v.env != "" && v.envErr == nil && !v.fromEnv {
 		if s, ok := os.LookupEnv(v.env); ok && s != "" {
 			if x, err := v.parse(s); err != nil {
 				v.envErr = fmt.Errorf("environment %s: %w", v.env, err)
@@ -164,16 +237,50 @@ func StringVar(fs *flag.FlagSet, p *string, name, env, def, usage string) {
 	define(fs, &value[string]{p: p, parse: parseString, format: ident[string], env: env}, name, def, usage)
 }
 
-// SecretVar defines a Secret flag; its value never shows in usage or LogConfig.
+// SecretVar defines a Secret: read from the environment variable env or from the file named
+// by env+"_FILE", never from the command line (cli.ParseFlags refuses the flag, naming both),
+// since every local user can read a process's arguments. The flag stays defined so that -h
+// lists the setting and a mistaken use is refused rather than unknown. Its value never shows
+// in usage or LogConfig.
 func SecretVar(fs *flag.FlagSet, p *Secret, name, env string, def Secret, usage string) {
 	define(fs, &value[Secret]{p: p, parse: func(s string) (Secret, error) { return Secret(s), nil },
-		format: Secret.String, secret: true, env: env}, name, def, usage)
+		format: Secret.String, secret: true, env: env, fileEnv: env != "",
+		onFlag: func(string) error {
+			return fmt.Errorf("--%s: a secret on the command line is readable by every local user (ps, /proc/<pid>/cmdline); set %s or %s_FILE instead", name, env, env)
+		}}, name, def, usage)
 }
 
-// DSNVar defines a DSN flag; its password never shows in usage or LogConfig.
+// DSNVar defines a DSN flag (env env, or a file named by env+"_FILE"). A connection string
+// that carries a password is refused on the command line, for the reason SecretVar gives; one
+// without (the password from PGPASSWORD or a passfile) is fine there. Its password never
+// shows in usage or LogConfig.
 func DSNVar(fs *flag.FlagSet, p *DSN, name, env string, def DSN, usage string) {
 	define(fs, &value[DSN]{p: p, parse: func(s string) (DSN, error) { return DSN(s), nil },
-		format: DSN.String, env: env}, name, def, usage)
+		format: DSN.String, env: env, fileEnv: env != "",
+		onFlag: func(s string) error {
+			if !HasPassword(s) {
+				return nil
+			}
+			return fmt.Errorf("--%s carries a password, and the command line is readable by every local user (ps, /proc/<pid>/cmdline); set %s or %s_FILE instead, or leave the password out and use PGPASSWORD or a passfile", name, env, env)
+		}}, name, def, usage)
+}
+
+// HasPassword reports whether a connection string (URL or key=value) carries a password. A
+// URL it cannot parse counts as carrying one: refusing it costs a clear error, letting a
+// password through costs the password.
+func HasPassword(s string) bool {
+	if kvPassword.MatchString(s) {
+		return true
+	}
+	if !strings.Contains(s, "://") {
+		return false
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return true
+	}
+	_, has := u.User.Password()
+	return has || u.Query().Has("password")
 }
 
 // DurationVar defines a time.Duration flag ("30s") with an environment fallback.

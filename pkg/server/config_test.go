@@ -25,16 +25,17 @@ func TestConfigPrecedence(t *testing.T) {
 		want server.Config
 	}{
 		{"defaults", nil, nil, server.Config{Name: "policy", GRPCAddr: ":9001", MetricsAddr: ":9101",
-			LogLevel: "info", LogFormat: "json", ShutdownTimeout: 5 * time.Second}},
+			LogLevel: "info", LogFormat: "json", ShutdownTimeout: 5 * time.Second, Limits: server.DefaultLimits()}},
 		{"env beats default", map[string]string{
 			"MILLWRIGHT_GRPC_ADDR": ":7001", "DATABASE_URL": "postgres://db/x", "MILLWRIGHT_SHUTDOWN_TIMEOUT": "9s",
 			"MILLWRIGHT_ADMIN_TOKEN": "adm", "MILLWRIGHT_LOG_LEVEL": "debug",
 		}, nil, server.Config{Name: "policy", GRPCAddr: ":7001", MetricsAddr: ":9101", DatabaseURL: "postgres://db/x",
-			LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 9 * time.Second, AdminToken: "adm"}},
-		{"flag beats env", map[string]string{"MILLWRIGHT_GRPC_ADDR": ":7001", "MILLWRIGHT_SERVICE_TOKEN": "env-svc"},
-			[]string{"--grpc-addr", ":8001", "--service-token=flag-svc", "--metrics-addr="},
-			server.Config{Name: "policy", GRPCAddr: ":8001", LogLevel: "info", LogFormat: "json",
-				ShutdownTimeout: 5 * time.Second, ServiceToken: "flag-svc"}},
+			LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 9 * time.Second, AdminToken: "adm",
+			Limits: server.DefaultLimits()}},
+		{"flag beats env", map[string]string{"MILLWRIGHT_GRPC_ADDR": ":7001", "MILLWRIGHT_LOG_LEVEL": "debug"},
+			[]string{"--grpc-addr", ":8001", "--log-level=warn", "--metrics-addr="},
+			server.Config{Name: "policy", GRPCAddr: ":8001", LogLevel: "warn", LogFormat: "json",
+				ShutdownTimeout: 5 * time.Second, Limits: server.DefaultLimits()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +54,7 @@ func TestConfigPrecedence(t *testing.T) {
 func TestExtraFlagHelpers(t *testing.T) {
 	t.Setenv("MILLWRIGHT_X_BOOL", "true")
 	t.Setenv("MILLWRIGHT_X_INT", "7")
+	t.Setenv("MILLWRIGHT_X_SECRET", "s3") // a secret comes from the environment, never a flag
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var (
 		b   bool
@@ -66,7 +68,7 @@ func TestExtraFlagHelpers(t *testing.T) {
 	server.StringVar(fs, &s, "x-str", "", "def", "")
 	server.DurationVar(fs, &d, "x-dur", "MILLWRIGHT_X_DUR", time.Minute, "")
 	server.SecretVar(fs, &sec, "x-secret", "MILLWRIGHT_X_SECRET", "", "")
-	require.NoError(t, cli.ParseFlags(fs, []string{"--x-int", "8", "--x-secret", "s3"}))
+	require.NoError(t, cli.ParseFlags(fs, []string{"--x-int", "8"}))
 	assert.True(t, b)
 	assert.Equal(t, 8, n)
 	assert.Equal(t, "def", s)
@@ -106,12 +108,13 @@ func TestRedactDSN(t *testing.T) {
 func TestLogConfig(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://app:dbpass@db/policy")
 	t.Setenv("MILLWRIGHT_SERVICE_TOKEN", "svc-tok-value")
+	t.Setenv("MILLWRIGHT_ADMIN_TOKEN", "adm-tok-value")
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg server.Config
 	cfg.RegisterFlags(fs, server.Config{GRPCAddr: ":9001"})
 	plainKey := fs.String("api-key", "", "a plain flag that looks secret")
 	plainURL := fs.String("upstream", "", "a plain flag holding a URL")
-	require.NoError(t, cli.ParseFlags(fs, []string{"--admin-token", "adm-tok-value", "--api-key", "k-value", "--upstream", "https://u:urlpass@h/"}))
+	require.NoError(t, cli.ParseFlags(fs, []string{"--api-key", "k-value", "--upstream", "https://u:urlpass@h/"}))
 	require.Equal(t, "k-value", *plainKey)
 	require.NotEmpty(t, *plainURL)
 
@@ -131,7 +134,7 @@ func TestLogConfig(t *testing.T) {
 	assert.Equal(t, "postgres://app:xxxxx@db/policy", line.Flags["database-url"])
 	assert.Equal(t, "[redacted]", line.Flags["admin-token"])
 	assert.Equal(t, "env", line.Source["database-url"])
-	assert.Equal(t, "flag", line.Source["admin-token"])
+	assert.Equal(t, "env", line.Source["admin-token"])
 	assert.Equal(t, "default", line.Source["grpc-addr"])
 
 	// Usage text shows environment values as defaults; secrets must not appear there either.

@@ -82,6 +82,33 @@ const LivenessService = "liveness"
 // the field, rather than ResourceExhausted by the transport.
 const MaxRecvMsgSize = 16 << 20
 
+// MaxSendMsgSize is the largest answer a service sends (gRPC's default is unbounded): an
+// answer past it fails ResourceExhausted rather than being built and sent whole.
+const MaxSendMsgSize = 16 << 20
+
+// MaxHeaderListSize bounds a call's metadata (gRPC's default is 16 MiB): a bearer token and a
+// request id need far less.
+const MaxHeaderListSize = 64 << 10
+
+// transportOptions bound what one client connection can hold: message and metadata sizes,
+// the handshake time, calls in flight, idle time, and dead peers (pinged after a minute of
+// silence, dropped 20 s later).
+func transportOptions(l Limits) []grpc.ServerOption {
+	l = l.withDefaults()
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(MaxSendMsgSize),
+		grpc.MaxHeaderListSize(MaxHeaderListSize),
+		grpc.ConnectionTimeout(l.ConnectionTimeout),
+		grpc.MaxConcurrentStreams(uint32(l.MaxConcurrentStreams)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: l.IdleTimeout, Time: time.Minute, Timeout: 20 * time.Second}),
+		// Accept the pings Dial's clients send; the default policy (5 min) would answer
+		// them with GOAWAY "too many pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+}
+
 // Run serves until ctx is cancelled (SIGTERM via cli.Main) or a listener or background loop
 // fails. Shutdown: health NOT_SERVING, open streams ended, GracefulStop bounded by
 // cfg.ShutdownTimeout then Stop, metrics server stopped, background loops waited for. It
@@ -143,18 +170,14 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	ch := &chain{logger: logger, metrics: m, authn: opts.Authenticator, public: public,
 		validator: opts.Validator, draining: draining}
 
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(tp),
 			otelgrpc.WithPropagators(propagator),
 			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
-		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(ch.unary()...),
 		grpc.ChainStreamInterceptor(ch.stream()...),
-		// Accept the pings Dial's clients send; the default policy (5 min) would answer
-		// them with GOAWAY "too many pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	}, transportOptions(cfg.Limits)...)...)
 	hs := health.NewServer()
 	// LivenessService is SERVING from now until shutdown, whatever the database: the liveness
 	// probe asks it (gRPC-native), the readiness probe asks the server as a whole.
@@ -196,7 +219,10 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 			glis.Close()
 			return fmt.Errorf("server: listen %s: %w", cfg.MetricsAddr, err)
 		}
-		hsrv = &http.Server{Handler: httpMux(reg, rd), ReadHeaderTimeout: 10 * time.Second}
+		// Scrapes and probes are small GETs: bound every phase, like the gateway does.
+		hsrv = &http.Server{Handler: httpMux(reg, rd), ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
+			MaxHeaderBytes: 64 << 10}
 	}
 	gaddr, maddr := glis.Addr().String(), ""
 	if mlis != nil {

@@ -170,9 +170,10 @@ func TestFollowSurvivesServerAndConsumerRestarts(t *testing.T) {
 		})
 	}
 
+	// A failing Apply of event 70: rolled back, retried from the stored position. Armed before
+	// the consumer starts: armed after it applied 50, a loaded machine had it past 70 already.
+	d.failOnce.Store(70)
 	stopFollow := d.follow(t, srv.addr)
-	d.waitApplied(t, 50)
-	d.failOnce.Store(70) // a failing Apply: rolled back, retried from the stored position
 	d.waitApplied(t, 100)
 
 	srv.stop() // every stream dies mid-flight

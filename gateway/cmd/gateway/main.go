@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"flag"
-	"net/http"
 	"os"
 	"time"
 
@@ -24,6 +23,9 @@ func serve(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	logger, err := server.NewLogger(os.Stderr, cfg.LogLevel, "json")
 	if err != nil {
@@ -46,6 +48,6 @@ func serve(ctx context.Context, args []string) error {
 	}
 	defer g.Close()
 	logger.Info("listening", "http", cfg.HTTPAddr)
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	srv := gw.Server(cfg.HTTPAddr, g, cfg.Limits)
 	return gw.Serve(ctx, srv, cfg.ShutdownTimeout)
 }

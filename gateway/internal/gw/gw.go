@@ -37,7 +37,8 @@ type Gateway struct {
 const RequestIDHeader = "X-Request-Id"
 
 // New dials the upstreams (lazily: a service that is down answers 503 per request, it does not
-// stop the gateway from starting) and builds the handler.
+// stop the gateway from starting) and builds the handler. Serve it through Server, which adds
+// the bounds on bodies, writes and idle connections (Limits).
 func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger) (*Gateway, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
@@ -74,19 +75,11 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 	})
 	root.HandleFunc("GET /healthz", g.healthz)
 	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A body past MaxBodyBytes fails to read: grpc-gateway answers 400 InvalidArgument
-		// rather than sending it on for the service's transport to refuse as 429.
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		mux.ServeHTTP(w, r.WithContext(server.WithTraceContext(r)))
 	}))
 	g.Handler = logRequests(logger, root)
 	return g, nil
 }
-
-// MaxBodyBytes bounds a REST request body; it matches the largest message the services accept
-// (server.MaxRecvMsgSize), so the services' own limits (a builder document's 3 MiB) answer
-// below it.
-const MaxBodyBytes = server.MaxRecvMsgSize
 
 // Close closes the upstream connections.
 func (g *Gateway) Close() {
@@ -107,7 +100,15 @@ func headerMatcher(key string) (string, bool) {
 // errorHandler keeps grpc-gateway's body (the google.rpc.Status with its ErrorInfo details) and
 // only corrects the one mapping the architecture needs differently: FailedPrecondition is a
 // state conflict (a seat cap, builder rights off), answered 409, not 400.
+//
+// A request body that failed under Limits is answered 413 or 408 (bodyRefusal): grpc-gateway
+// sees only a decode error there, which it would answer 400.
 func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if code, refusal, ok := bodyRefusal(r); ok {
+		w.Header().Set("Connection", "close")
+		writeRefusal(w, code, refusal)
+		return
+	}
 	if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
 		w = &statusOverride{ResponseWriter: w, code: http.StatusConflict}
 	}

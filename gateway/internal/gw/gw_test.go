@@ -175,21 +175,6 @@ func TestOpenAPIServed(t *testing.T) {
 	require.Contains(t, doc, "paths")
 }
 
-// TestOversizedBodyIsBadRequest: a REST body past MaxBodyBytes is refused by the gateway as
-// 400 InvalidArgument without reaching a service (not 429 from a transport limit).
-func TestOversizedBodyIsBadRequest(t *testing.T) {
-	f := &fakeEvents{md: make(chan metadata.MD, 1)}
-	addr := startUpstream(t, f)
-	g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: addr}, gateway.OpenAPI, nil)
-	require.NoError(t, err)
-	t.Cleanup(g.Close)
-	body := `{"action":"FLOW_ACTION_SAVE","flow_json":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
-	rec := httptest.NewRecorder()
-	g.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/workspaces/w/builder/flows:check", strings.NewReader(body)))
-	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
-	require.Contains(t, rec.Body.String(), `"code":3`)
-}
-
 // TestTraceContextFollowsTheCall: a REST caller's traceparent reaches the service, so its trace
 // continues through the gateway (server.SetupTracing installs the W3C propagator).
 func TestTraceContextFollowsTheCall(t *testing.T) {

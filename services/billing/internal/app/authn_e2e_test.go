@@ -39,7 +39,10 @@ func TestTokensThroughPolicy(t *testing.T) {
 	bin := servicetest.BuildPolicy(t)
 	ctx := context.Background()
 	policyDSN := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
-		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
+		// Secrets in the environment, never on a command line (ps shows those to every user).
+		mig := exec.CommandContext(ctx, bin, "migrate")
+		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+		out, err := mig.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("policy migrate: %w: %s", err, out)
 		}
@@ -47,10 +50,11 @@ func TestTokensThroughPolicy(t *testing.T) {
 	})
 	policyAddr := servicetest.FreeAddr(t)
 	pctx, stopPolicy := context.WithCancel(ctx)
-	// No --billing-addr: member writes are not priced here, this test is about tokens.
+	// --no-billing: member writes are not priced here, this test is about tokens.
 	cmd := exec.CommandContext(pctx, bin, "serve", "--grpc-addr", policyAddr, "--metrics-addr", "",
-		"--database-url", policyDSN, "--billing-addr", "", "--log-level", "error")
-	cmd.Env = append(os.Environ(), "MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
+		"--no-billing", "--log-level", "error")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+policyDSN,
+		"MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { stopPolicy(); _ = cmd.Wait() })

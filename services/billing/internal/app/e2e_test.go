@@ -44,7 +44,10 @@ func startPair(t *testing.T) *pair {
 	bin := servicetest.BuildPolicy(t)
 	ctx := context.Background()
 	policyDSN := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
-		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
+		// Secrets in the environment, never on a command line (ps shows those to every user).
+		mig := exec.CommandContext(ctx, bin, "migrate")
+		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+		out, err := mig.CombinedOutput()
 		if err != nil {
 			return &exec.ExitError{Stderr: out}
 		}
@@ -54,8 +57,9 @@ func startPair(t *testing.T) *pair {
 
 	pctx, stopPolicy := context.WithCancel(ctx)
 	cmd := exec.CommandContext(pctx, bin, "serve", "--grpc-addr", policyAddr, "--metrics-addr", "",
-		"--database-url", policyDSN, "--billing-addr", billingAddr, "--log-level", "error")
-	cmd.Env = append(os.Environ(), "MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
+		"--billing-addr", billingAddr, "--log-level", "error")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+policyDSN,
+		"MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { stopPolicy(); _ = cmd.Wait() })

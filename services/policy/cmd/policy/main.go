@@ -3,13 +3,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/services/policy/internal/api"
 	"github.com/millwright/millwright/services/policy/internal/app"
-	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
 func main() {
@@ -22,19 +25,33 @@ func serve(ctx context.Context, args []string) error {
 	var cfg server.Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfg.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":50051", MetricsAddr: ":9091"})
-	var billingAddr string
-	app.RegisterBillingFlag(fs, &billingAddr) // seat check wiring: internal/app/seats.go
-	var keep store.Retention
-	app.RegisterRetentionFlags(fs, &keep)
+	var billing app.BillingConfig
+	app.RegisterBillingFlags(fs, &billing) // seat check wiring: internal/app/seats.go
+	opts := app.Options{Flags: fs}
+	app.RegisterRetentionFlags(fs, &opts.Retention)
+	fs.Int64Var(&opts.CheckBytesInFlight, "check-bytes-in-flight", api.DefaultCheckBytesInFlight,
+		"builder checks running at once, in bytes of documents (each weighted by its size + 64 KiB); beyond it a check queues")
+	fs.DurationVar(&opts.CheckQueueWait, "check-queue-wait", 2*time.Second,
+		"how long a builder check queues for room before ResourceExhausted OVERLOADED")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	seats, closeBilling, err := app.DialBilling(ctx, billingAddr, cfg.ServiceToken.Reveal())
+	seats, closeBilling, err := app.DialBilling(ctx, billing, cfg.ServiceToken.Reveal())
+	if errors.Is(err, app.ErrNoBillingAddr) {
+		return cli.Usagef("%v", err)
+	}
 	if err != nil {
 		return err
 	}
+	if billing.None {
+		slog.Warn("running without billing (--no-billing): builder rights and member writes are not priced, no seat cap is enforced")
+	}
 	defer closeBilling.Close()
-	return app.Run(ctx, cfg, app.Options{SeatChecker: seats, Retention: keep, Flags: fs})
+	if opts.CheckBytesInFlight <= 0 || opts.CheckQueueWait <= 0 {
+		return cli.Usagef("--check-bytes-in-flight and --check-queue-wait must be positive")
+	}
+	opts.SeatChecker = seats
+	return app.Run(ctx, cfg, opts)
 }
 
 func migrateCmd(ctx context.Context, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
@@ -22,10 +23,25 @@ type Deps struct {
 	Settings    *settings.Service
 	Stream      *stream.Stream
 	JobTokenTTL time.Duration
+	// CheckBytesInFlight bounds the builder checks running at once in this process, weighted
+	// by their documents' bytes (plus checkBaseWeight each); default 64 MiB.
+	CheckBytesInFlight int64
+	// CheckQueueWait is how long a check waits for room before ResourceExhausted; default 2 s.
+	CheckQueueWait time.Duration
 }
+
+// Defaults of the bound on builder checks in flight (see Deps). 64 MiB of documents is about
+// 21 checks at the 3 MiB maximum, each costing a small multiple of its size in memory.
+const (
+	DefaultCheckBytesInFlight = 64 << 20
+	DefaultCheckQueueWait     = 2 * time.Second
+	checkBaseWeight           = 64 << 10 // so that many tiny checks are bounded too
+)
 
 type handlers struct {
 	Deps
+	checks   *semaphore.Weighted
+	checkCap int64
 }
 
 // Register registers every policy service on gs.
@@ -33,7 +49,13 @@ func Register(gs grpc.ServiceRegistrar, d Deps) {
 	if d.JobTokenTTL <= 0 {
 		d.JobTokenTTL = DefaultJobTokenTTL
 	}
-	h := &handlers{Deps: d}
+	if d.CheckBytesInFlight <= 0 {
+		d.CheckBytesInFlight = DefaultCheckBytesInFlight
+	}
+	if d.CheckQueueWait <= 0 {
+		d.CheckQueueWait = DefaultCheckQueueWait
+	}
+	h := &handlers{Deps: d, checks: semaphore.NewWeighted(d.CheckBytesInFlight), checkCap: d.CheckBytesInFlight}
 	policyv1.RegisterWorkspaceServiceServer(gs, &workspaceServer{h: h})
 	policyv1.RegisterCatalogServiceServer(gs, &catalogServer{h: h})
 	policyv1.RegisterTagServiceServer(gs, &tagServer{h: h})

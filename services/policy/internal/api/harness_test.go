@@ -49,8 +49,11 @@ type replica struct {
 type replicaOpts struct {
 	seats  settings.SeatChecker
 	tracer pgx.QueryTracer
-	poll   time.Duration // the stream's poll interval (default 200ms)
-	clock  func() time.Time
+	poll   time.Duration    // the stream's poll interval (default 200ms)
+	clock  func() time.Time // the retention loop's clock (default time.Now)
+	// checkBytes and checkWait bound the builder checks in flight (defaults: the service's).
+	checkBytes int64
+	checkWait  time.Duration
 }
 
 func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
@@ -70,13 +73,15 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 		AdminToken: adminToken, ServiceToken: serviceToken, ShutdownTimeout: 2 * time.Second}
 	go func() {
 		done <- app.Run(ctx, cfg, app.Options{
-			SeatChecker: o.seats,
-			Tracer:      o.tracer,
-			Clock:       o.clock,
-			Stream:      stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-			OnListen:    func(g, _ string) { addr <- g },
-			OnReady:     func(p *app.Parts) { parts <- p },
+			SeatChecker:        o.seats,
+			Tracer:             o.tracer,
+			CheckBytesInFlight: o.checkBytes,
+			CheckQueueWait:     o.checkWait,
+			Clock:              o.clock,
+			Stream:             stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OnListen:           func(g, _ string) { addr <- g },
+			OnReady:            func(p *app.Parts) { parts <- p },
 		})
 	}()
 	r := &replica{}

@@ -39,6 +39,10 @@ type Options struct {
 	Retention           store.Retention
 	MaintenanceInterval time.Duration
 	Clock               func() time.Time
+	// CheckBytesInFlight and CheckQueueWait bound the builder checks running at once (see
+	// api.Deps; defaults 64 MiB of documents, 2 s of queueing before ResourceExhausted).
+	CheckBytesInFlight int64
+	CheckQueueWait     time.Duration
 	// Stream tunes the listener.
 	Stream stream.Options
 	// Flags are logged at start (pkg/server.Options.Flags).
@@ -142,7 +146,8 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 		},
 		Validator: api.Validators(),
 		Register: func(gs *grpc.Server) {
-			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL})
+			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL,
+				CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait})
 		},
 		Background: []func(context.Context) error{st.Run, maint.Run},
 		OnListen:   o.OnListen,

@@ -43,11 +43,15 @@ type AppReport struct {
 	// NormalizedPolicy is the policy with sandbox forced to true (and SDK read scopes removed
 	// when asked). It is always computed; the caller stores it for an operator-authored app.
 	NormalizedPolicy []byte
+	// ViolationsOmitted counts the violations past Limits.MaxFindings: found, refusing, not listed.
+	ViolationsOmitted int
+
+	docs [2]*doc // policy and value, which the pointers read; see Release
 }
 
 // Composable reports whether the app passed every value-only rule. Both path surfaces still
 // have to be authorized.
-func (r AppReport) Composable() bool { return len(r.Violations) == 0 }
+func (r AppReport) Composable() bool { return len(r.Violations) == 0 && r.ViolationsOmitted == 0 }
 
 // WalkApp checks an app value and its policy as the platform sends them. An empty or null
 // policy is read as {} (the platform's defaults: publisher mode, no triggerables).
@@ -74,34 +78,54 @@ func WalkApp(value []byte, policy []byte, lim Limits, opts AppOptions) (AppRepor
 	if err != nil {
 		return AppReport{}, err
 	}
-	defer pd.release()
 	if pd.kindOf(root) != kObject {
+		pd.release()
 		return AppReport{}, &InputError{Doc: DocAppPolicy, Rule: "an app policy must be a JSON object"}
 	}
 	vd, err := parseDoc(value, DocAppValue, lim)
 	if err != nil {
+		pd.release()
 		return AppReport{}, err
 	}
-	defer vd.release()
+	fail := func(err error) (AppReport, error) {
+		pd.release()
+		vd.release()
+		return AppReport{}, err
+	}
 	if vd.kindOf(root) != kObject {
-		return AppReport{}, &InputError{Doc: DocAppValue, Rule: "an app value must be a JSON object"}
+		return fail(&InputError{Doc: DocAppValue, Rule: "an app value must be a JSON object"})
 	}
 	var rep AppReport
-	if err := checkPolicy(pd, &rep); err != nil {
-		return AppReport{}, err
+	found := findings{max: lim.MaxFindings}
+	refs := refCounter{lim: lim}
+	if err := checkPolicy(pd, lim, &rep, &found, &refs); err != nil {
+		return fail(err)
 	}
-	aw := &appWalker{d: vd, p: path{d: vd}, rep: &rep, reported: make([]uint64, len(vd.nodes)/64+1)}
-	if err := aw.walk(root, false, false); err != nil {
-		return AppReport{}, err
+	aw := &appWalker{d: vd, lim: lim, rep: &rep, found: &found, refs: &refs, reported: make([]uint64, len(vd.nodes)/64+1)}
+	if err := aw.walk(root, false, false, false); err != nil {
+		return fail(err)
 	}
+	rep.Violations, rep.ViolationsOmitted = found.list, found.omitted
 	rep.Kind = appKind(vd)
 	if rep.NormalizedPolicy, err = normalizePolicy(pd, opts, rep.ExecutionMode); err != nil {
-		return AppReport{}, err
+		return fail(err)
 	}
+	rep.docs = [2]*doc{pd, vd}
 	return rep, nil
 }
 
-func checkPolicy(d *doc, rep *AppReport) error {
+// Release returns both documents' buffers for reuse; see FlowReport.Release.
+func (r *AppReport) Release() {
+	for i, d := range r.docs {
+		if d != nil {
+			d.release()
+			r.docs[i] = nil
+		}
+	}
+}
+
+func checkPolicy(d *doc, lim Limits, rep *AppReport, found *findings, refs *refCounter) error {
+	at := func(n int32) Pointer { return Pointer{d: d, n: n, max: lim.MaxPointerBytes} }
 	rep.ExecutionMode = "publisher"
 	if m, ok := d.getNonNull(root, "execution_mode"); ok {
 		mode, isStr := "", d.kindOf(m) == kString
@@ -112,13 +136,15 @@ func checkPolicy(d *doc, rep *AppReport) error {
 		case "viewer":
 			// Viewer mode falls back to a default triggerable for any path: the policy stops being
 			// the list of what the app may invoke, and the job runs as whoever opened the app.
-			rep.Violations = append(rep.Violations, Violation{
-				Reason: ReasonViewerMode, Doc: DocAppPolicy, Pointer: "/execution_mode",
+			found.add(Violation{
+				Reason: ReasonViewerMode, Doc: DocAppPolicy, Pointer: at(m),
 				Message: "viewer execution mode is refused for a builder app: it lets the app run any runnable as the viewer",
 			})
-		case "publisher", "anonymous", "guest":
+		case "publisher", "anonymous":
+			// The spec names exactly these three modes; anything else (a "guest" mode, another
+			// spelling) is a mode nobody checked, and the platform's reading of it is unknown.
 		default:
-			return &InputError{Doc: DocAppPolicy, Pointer: "/execution_mode", Rule: "must be one of publisher, viewer, anonymous, guest"}
+			return &InputError{Doc: DocAppPolicy, Pointer: "/execution_mode", Rule: "must be one of publisher, viewer, anonymous"}
 		}
 		rep.ExecutionMode = mode
 	}
@@ -132,9 +158,9 @@ func checkPolicy(d *doc, rep *AppReport) error {
 			return &InputError{Doc: DocAppPolicy, Pointer: "/" + mapName, Rule: "must be an object keyed by triggerable"}
 		}
 		for _, m := range d.elems(t) {
-			key := d.key(m)
-			ptr := "/" + mapName + "/" + escapePointerToken(key)
-			checkTriggerableKey(key, ptr, rep)
+			if err := checkTriggerableKey(d.key(m), at(m.val), rep, found, refs); err != nil {
+				return err
+			}
 		}
 	}
 	if s, ok := d.getNonNull(root, "frontend_sdk_scopes"); ok {
@@ -150,12 +176,27 @@ func checkPolicy(d *doc, rep *AppReport) error {
 	return nil
 }
 
-// checkTriggerableKey reads a key the way execute_component's lookup can match it. Keys are
+// keyReading is what a triggerable key (or a preview path) can resolve to.
+type keyReading struct {
+	ref       RunnableRef // the one workspace runnable it can name, if hasRef
+	hasRef    bool
+	rawscript bool // some reading is rawscript/<sha>
+	hub       bool // some reading is a hub runnable (hubscript/..., script/hub/..., flow/hub/...)
+	colon     bool // some script/flow reading has a ':' in its path
+	known     bool // some reading has a known prefix
+}
+
+// readKey reads a key the way execute_component's lookup can match it. Keys are
 // "<prefix>/<path>" optionally behind "<component>:"; the component string is unrestricted, so
 // "a:b:script/x" still resolves "script/x". Every suffix after any ':' (and the whole key) is
-// therefore a candidate.
-func checkTriggerableKey(key, ptr string, rep *AppReport) {
-	rawscript, hub := false, false
+// therefore a candidate. Runnable paths never contain ':' (the catalog refuses it), so only the
+// reading after the last ':' can name a workspace runnable; a script/ or flow/ reading earlier
+// in the key has a ':' in its path and can be authorized against nothing, so it is reported
+// rather than looked up. That also keeps the cost linear: one reference per key, not one per
+// ':' with the rest of the key as its path.
+func readKey(key string) keyReading {
+	var r keyReading
+	last := strings.LastIndexByte(key, ':')
 	for i := -1; i < len(key); i++ {
 		if i >= 0 && key[i] != ':' {
 			continue
@@ -165,7 +206,10 @@ func checkTriggerableKey(key, ptr string, rep *AppReport) {
 		var p string
 		switch {
 		case strings.HasPrefix(c, "rawscript/"):
-			rawscript = true
+			r.rawscript, r.known = true, true
+			continue
+		case strings.HasPrefix(c, "hubscript/"):
+			r.hub, r.known = true, true
 			continue
 		case strings.HasPrefix(c, "script/"):
 			kind, p = KindScript, c[len("script/"):]
@@ -174,26 +218,52 @@ func checkTriggerableKey(key, ptr string, rep *AppReport) {
 		default:
 			continue
 		}
+		r.known = true
 		if strings.HasPrefix(p, "hub/") {
-			hub = true
+			r.hub = true
 		}
-		rep.PolicyPaths = append(rep.PolicyPaths, RunnableRef{Kind: kind, Path: p, Pointer: ptr})
+		if i != last {
+			r.colon = true
+			continue
+		}
+		r.ref, r.hasRef = RunnableRef{Kind: kind, Path: p}, true
 	}
-	if rawscript {
+	return r
+}
+
+// checkTriggerableKey refuses every key it cannot read as a workspace runnable the caller can
+// be authorized against: rawscript (caller-supplied code), hub runnables (hubscript/ as
+// CheckPreview reads it, or a hub/ path), a path with ':' in it, and any prefix it does not know.
+func checkTriggerableKey(key string, at Pointer, rep *AppReport, found *findings, refs *refCounter) error {
+	if err := refs.add(DocAppPolicy, at, "triggerable key", key); err != nil {
+		return err
+	}
+	r := readKey(key)
+	if r.rawscript {
 		// The key is the deployed app's authorization to run caller-supplied raw_code hashing to
 		// it (run mode authorizes inline code by the policy alone): arbitrary code execution
 		// behind a value that passed the inline-script check.
-		rep.Violations = append(rep.Violations, Violation{
-			Reason: ReasonRawscriptKey, Doc: DocAppPolicy, Pointer: ptr,
-			Message: "a rawscript/<sha> triggerable authorizes running caller-supplied code",
-		})
+		found.add(Violation{Reason: ReasonRawscriptKey, Doc: DocAppPolicy, Pointer: at,
+			Message: "a rawscript/<sha> triggerable authorizes running caller-supplied code"})
 	}
-	if hub {
-		rep.Violations = append(rep.Violations, Violation{
-			Reason: ReasonHubPath, Doc: DocAppPolicy, Pointer: ptr,
-			Message: "hub runnables are not available to operators with builder rights; deploy it to the workspace first",
-		})
+	if r.hub {
+		found.add(Violation{Reason: ReasonHubPath, Doc: DocAppPolicy, Pointer: at,
+			Message: "hub runnables are not available to operators with builder rights; deploy it to the workspace first"})
 	}
+	switch {
+	case !r.known:
+		found.add(Violation{Reason: ReasonUnknownTriggerable, Doc: DocAppPolicy, Pointer: at,
+			Message: "triggerable key has no known prefix (script/, flow/, hubscript/, rawscript/, optionally behind <component>:)"})
+	case r.colon:
+		found.add(Violation{Reason: ReasonUnknownTriggerable, Doc: DocAppPolicy, Pointer: at,
+			Message: "triggerable key names a script/ or flow/ path containing ':', which no runnable path has"})
+	}
+	if r.hasRef {
+		ref := r.ref
+		ref.Pointer = at
+		rep.PolicyPaths = append(rep.PolicyPaths, ref)
+	}
+	return nil
 }
 
 // appCodeContainers are the keys whose entries are runnables (maps or arrays of them). An entry
@@ -206,52 +276,62 @@ var appCodeContainers = map[string]bool{
 	"backgroundScripts":   true,
 }
 
+// entryTypes are the types a runnable (an entry of a code container, or a component's
+// "runnable") may have: low-code runnableByPath / runnableByName, a raw app's path / inline, and
+// the CLI file format's script / flow / hubscript. Any other type is refused: the walk decides
+// code and paths by type, and a type it does not know may be either.
+var entryTypes = map[string]bool{
+	"runnableByPath": true, "runnableByName": true, "path": true, "inline": true,
+	"script": true, "flow": true, "hubscript": true,
+}
+
 type appWalker struct {
 	d        *doc
-	p        path
+	lim      Limits
 	rep      *AppReport
+	found    *findings
+	refs     *refCounter
 	reported []uint64
 }
 
-func (w *appWalker) violate(r Reason, ptr string, node int32, msg string) {
-	w.rep.Violations = append(w.rep.Violations, Violation{Reason: r, Doc: DocAppValue, Pointer: ptr, Message: msg})
+func (w *appWalker) at(n int32) Pointer { return Pointer{d: w.d, n: n, max: w.lim.MaxPointerBytes} }
+
+func (w *appWalker) violate(r Reason, node int32, msg string) {
+	w.found.add(Violation{Reason: r, Doc: DocAppValue, Pointer: w.at(node), Message: msg})
 	w.reported[node/64] |= 1 << (node % 64)
 }
 
 func (w *appWalker) isReported(node int32) bool { return w.reported[node/64]&(1<<(node%64)) != 0 }
 
 // walk visits node i. isContainer: i is the value of an appCodeContainers key. isEntry: i is an
-// element or member value of such a container.
-func (w *appWalker) walk(i int32, isContainer, isEntry bool) error {
+// element or member value of such a container. isRunnable: i is a component's "runnable".
+func (w *appWalker) walk(i int32, isContainer, isEntry, isRunnable bool) error {
 	d := w.d
 	switch d.kindOf(i) {
 	case kArray:
-		for j, m := range d.elems(i) {
-			w.p.pushIdx(j)
-			if err := w.walk(m.val, false, isContainer); err != nil {
+		for _, m := range d.elems(i) {
+			if err := w.walk(m.val, false, isContainer, false); err != nil {
 				return err
 			}
-			w.p.pop()
 		}
 	case kObject:
-		if err := w.object(i, isEntry); err != nil {
+		if err := w.object(i, isEntry, isRunnable); err != nil {
 			return err
 		}
 		for _, m := range d.elems(i) {
-			w.p.pushKey(m)
-			if err := w.walk(m.val, appCodeContainers[d.key(m)], isContainer); err != nil {
+			k := d.key(m)
+			if err := w.walk(m.val, appCodeContainers[k], isContainer, k == "runnable"); err != nil {
 				return err
 			}
-			w.p.pop()
 		}
 	}
 	return nil
 }
 
-func (w *appWalker) object(i int32, isEntry bool) error {
+func (w *appWalker) object(i int32, isEntry, isRunnable bool) error {
 	d := w.d
 	if m, ok := d.member(i, "inlineScript"); ok {
-		w.violate(ReasonInlineCode, w.p.with("inlineScript"), m.val, "inline script in the app value")
+		w.violate(ReasonInlineCode, m.val, "inline script in the app value")
 	}
 	typ, _ := d.stringAt(i, "type")
 	_, hasContent := d.getNonNull(i, "content")
@@ -259,14 +339,19 @@ func (w *appWalker) object(i int32, isEntry bool) error {
 	if !w.isReported(i) {
 		_, hasLang := d.member(i, "language")
 		if (hasContent || hasCode) && (hasLang || typ == "runnableByName" || typ == "inline" || isEntry) {
-			w.violate(ReasonInlineCode, w.p.String(), i, "inline code in the app value")
+			w.violate(ReasonInlineCode, i, "inline code in the app value")
 		}
+	}
+	if tn, ok := d.getNonNull(i, "type"); ok && (isEntry || isRunnable) && !entryTypes[typ] {
+		w.found.add(Violation{Reason: ReasonUnknownShape, Doc: DocAppValue, Pointer: w.at(tn),
+			Message: fmt.Sprintf("unknown runnable type %q (known: runnableByPath, runnableByName, path, inline, script, flow, hubscript)", typ)})
 	}
 	// A raw app's runnables use {type:"path", runType, path}; low-code uses runnableByPath. A
 	// {type:"path"} elsewhere without runType is a theme reference, not a runnable. An entry of a
 	// runnables container that names a path and carries no code (code is refused above) counts
 	// whatever its type says (the CLI's file format writes {type:"script"|"flow"|"hubscript",
-	// path}): a shape the walk does not know must not hide a path from it.
+	// path}; another type is refused above and still reported): a shape the walk does not know
+	// must not hide a path from it.
 	_, hasRunType := d.getNonNull(i, "runType")
 	pn, ok := d.getNonNull(i, "path")
 	if !ok {
@@ -276,15 +361,19 @@ func (w *appWalker) object(i int32, isEntry bool) error {
 		return nil
 	}
 	if d.kindOf(pn) != kString {
-		return &InputError{Doc: DocAppValue, Pointer: w.p.with("path"), Rule: "path must be a string"}
+		return &InputError{Doc: DocAppValue, Pointer: d.pointer(i, "path", w.lim.MaxPointerBytes), Rule: "path must be a string"}
 	}
 	p := d.str(pn)
-	kind, hubRun, hubField := KindScript, false, "type"
+	if err := w.refs.add(DocAppValue, w.at(pn), "path", p); err != nil {
+		return err
+	}
+	kind, hubRun, hubNode := KindScript, false, pn
 	switch typ {
 	case "flow":
 		kind = KindFlow
 	case "hubscript":
 		hubRun = true
+		hubNode, _ = d.get(i, "type")
 	}
 	if rt, ok := d.getNonNull(i, "runType"); ok {
 		s := ""
@@ -295,20 +384,20 @@ func (w *appWalker) object(i int32, isEntry bool) error {
 		case "script":
 			kind = KindScript
 		case "hubscript":
-			hubRun, hubField = true, "runType"
+			hubRun, hubNode = true, rt
 		case "flow":
 			kind = KindFlow
 		default:
-			return &InputError{Doc: DocAppValue, Pointer: w.p.with("runType"), Rule: "must be script, flow or hubscript"}
+			return &InputError{Doc: DocAppValue, Pointer: d.pointer(rt, "", w.lim.MaxPointerBytes), Rule: "must be script, flow or hubscript"}
 		}
 	}
 	switch {
 	case strings.HasPrefix(p, "hub/"):
-		w.violate(ReasonHubPath, w.p.with("path"), pn, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
+		w.violate(ReasonHubPath, pn, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
 	case hubRun:
-		w.violate(ReasonHubPath, w.p.with(hubField), pn, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
+		w.violate(ReasonHubPath, hubNode, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
 	}
-	w.rep.ValuePaths = append(w.rep.ValuePaths, RunnableRef{Kind: kind, Path: p, Pointer: w.p.String()})
+	w.rep.ValuePaths = append(w.rep.ValuePaths, RunnableRef{Kind: kind, Path: p, Pointer: w.at(i)})
 	return nil
 }
 

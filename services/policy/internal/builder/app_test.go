@@ -74,24 +74,45 @@ func TestNormalizedPolicyPreservesWhatItDoesNotOwn(t *testing.T) {
 	assert.Equal(t, `{"execution_mode":"publisher","sandbox":true}`, string(rep.NormalizedPolicy), "sandbox appended when absent")
 }
 
+// plainRef is a RunnableRef with its pointer rendered, for comparisons.
+type plainRef struct {
+	Kind    RunnableKind
+	Path    string
+	Pointer string
+}
+
+func plainRefs(rs []RunnableRef) []plainRef {
+	var out []plainRef
+	for _, r := range rs {
+		out = append(out, plainRef{r.Kind, r.Path, r.Pointer.String()})
+	}
+	return out
+}
+
 func TestTriggerableKeys(t *testing.T) {
 	for _, c := range []struct {
 		key        string
 		violations []string
-		paths      []RunnableRef
+		paths      []plainRef
 	}{
-		{"script/f/a", nil, []RunnableRef{{KindScript, "f/a", "/triggerables_v2/script~1f~1a"}}},
-		{"c:flow/f/a", nil, []RunnableRef{{KindFlow, "f/a", "/triggerables_v2/c:flow~1f~1a"}}},
-		{"a:b:script/u/x", nil, []RunnableRef{{KindScript, "u/x", "/triggerables_v2/a:b:script~1u~1x"}}},
+		{"script/f/a", nil, []plainRef{{KindScript, "f/a", "/triggerables_v2/script~1f~1a"}}},
+		{"c:flow/f/a", nil, []plainRef{{KindFlow, "f/a", "/triggerables_v2/c:flow~1f~1a"}}},
+		{"a:b:script/u/x", nil, []plainRef{{KindScript, "u/x", "/triggerables_v2/a:b:script~1u~1x"}}},
 		{"rawscript/abc", []string{"RAWSCRIPT_KEY /triggerables_v2/rawscript~1abc"}, nil},
 		{"c:rawscript/abc", []string{"RAWSCRIPT_KEY /triggerables_v2/c:rawscript~1abc"}, nil},
 		{"c d:rawscript/abc", []string{"RAWSCRIPT_KEY /triggerables_v2/c d:rawscript~1abc"}, nil},
-		{"rawscript/x:script/f/a", []string{"RAWSCRIPT_KEY /triggerables_v2/rawscript~1x:script~1f~1a"}, []RunnableRef{{KindScript, "f/a", "/triggerables_v2/rawscript~1x:script~1f~1a"}}},
-		// A path that itself contains ':' yields every reading; the caller checks them all.
-		{"script/f/a:flow/f/b", nil, []RunnableRef{{KindScript, "f/a:flow/f/b", "/triggerables_v2/script~1f~1a:flow~1f~1b"}, {KindFlow, "f/b", "/triggerables_v2/script~1f~1a:flow~1f~1b"}}},
-		{"script/hub/1/x", []string{"HUB_PATH /triggerables_v2/script~1hub~11~1x"}, []RunnableRef{{KindScript, "hub/1/x", "/triggerables_v2/script~1hub~11~1x"}}},
-		{"component_only", nil, nil},
-		{"Rawscript/abc", nil, nil}, // the lookup is case-sensitive: this key can never match raw code
+		{"rawscript/x:script/f/a", []string{"RAWSCRIPT_KEY /triggerables_v2/rawscript~1x:script~1f~1a"}, []plainRef{{KindScript, "f/a", "/triggerables_v2/rawscript~1x:script~1f~1a"}}},
+		// A reading whose path contains ':' can name no runnable (paths have no ':'): it is
+		// refused, not looked up, and only the reading after the last ':' is a reference.
+		{"script/f/a:flow/f/b", []string{"UNKNOWN_TRIGGERABLE /triggerables_v2/script~1f~1a:flow~1f~1b"}, []plainRef{{KindFlow, "f/b", "/triggerables_v2/script~1f~1a:flow~1f~1b"}}},
+		{"script/hub/1/x", []string{"HUB_PATH /triggerables_v2/script~1hub~11~1x"}, []plainRef{{KindScript, "hub/1/x", "/triggerables_v2/script~1hub~11~1x"}}},
+		// hubscript/ is a hub script, as CheckPreview reads it.
+		{"hubscript/1/x", []string{"HUB_PATH /triggerables_v2/hubscript~11~1x"}, nil},
+		{"c:hubscript/1/x", []string{"HUB_PATH /triggerables_v2/c:hubscript~11~1x"}, nil},
+		// Unknown means refuse: a key the check cannot read is not skipped.
+		{"component_only", []string{"UNKNOWN_TRIGGERABLE /triggerables_v2/component_only"}, nil},
+		{"c:app/f/x", []string{"UNKNOWN_TRIGGERABLE /triggerables_v2/c:app~1f~1x"}, nil},
+		{"Rawscript/abc", []string{"UNKNOWN_TRIGGERABLE /triggerables_v2/Rawscript~1abc"}, nil},
 	} {
 		t.Run(c.key, func(t *testing.T) {
 			policy := `{"triggerables_v2":{` + jsonString(c.key) + `:{}}}`
@@ -102,7 +123,7 @@ func TestTriggerableKeys(t *testing.T) {
 				want = []string{}
 			}
 			assert.Equal(t, want, reasons(rep.Violations))
-			assert.Equal(t, c.paths, rep.PolicyPaths)
+			assert.Equal(t, c.paths, plainRefs(rep.PolicyPaths))
 		})
 	}
 }
@@ -151,7 +172,7 @@ func TestAppInlineCodeRule(t *testing.T) {
 func violationPointers(vs []Violation) []string {
 	var out []string
 	for _, v := range vs {
-		out = append(out, v.Pointer)
+		out = append(out, v.Pointer.String())
 	}
 	return out
 }
@@ -159,19 +180,19 @@ func violationPointers(vs []Violation) []string {
 func TestAppValuePaths(t *testing.T) {
 	for _, c := range []struct {
 		name, value string
-		want        []RunnableRef
+		want        []plainRef
 	}{
-		{"runnableByPath without runType is a script", `{"grid":[{"r":{"type":"runnableByPath","path":"f/a"}}]}`, []RunnableRef{{KindScript, "f/a", "/grid/0/r"}}},
+		{"runnableByPath without runType is a script", `{"grid":[{"r":{"type":"runnableByPath","path":"f/a"}}]}`, []plainRef{{KindScript, "f/a", "/grid/0/r"}}},
 		{"theme path is not a runnable", `{"theme":{"type":"path","path":"f/app_themes/theme_0"}}`, nil},
-		{"path entry of runnables without runType", `{"runnables":{"r":{"type":"path","path":"f/a"}}}`, []RunnableRef{{KindScript, "f/a", "/runnables/r"}}},
-		{"path with runType anywhere", `{"x":[{"type":"path","runType":"flow","path":"f/a"}]}`, []RunnableRef{{KindFlow, "f/a", "/x/0"}}},
+		{"path entry of runnables without runType", `{"runnables":{"r":{"type":"path","path":"f/a"}}}`, []plainRef{{KindScript, "f/a", "/runnables/r"}}},
+		{"path with runType anywhere", `{"x":[{"type":"path","runType":"flow","path":"f/a"}]}`, []plainRef{{KindFlow, "f/a", "/x/0"}}},
 		{"runnableByPath without path", `{"r":{"type":"runnableByPath","path":null}}`, nil},
-		{"in static data too", `{"grid":[{"data":{"componentInput":{"type":"static","value":{"type":"runnableByPath","path":"f/b"}}}}]}`, []RunnableRef{{KindScript, "f/b", "/grid/0/data/componentInput/value"}}},
+		{"in static data too", `{"grid":[{"data":{"componentInput":{"type":"static","value":{"type":"runnableByPath","path":"f/b"}}}}]}`, []plainRef{{KindScript, "f/b", "/grid/0/data/componentInput/value"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep, err := WalkApp([]byte(c.value), nil, Limits{}, AppOptions{})
 			require.NoError(t, err)
-			assert.Equal(t, c.want, rep.ValuePaths)
+			assert.Equal(t, c.want, plainRefs(rep.ValuePaths))
 		})
 	}
 }

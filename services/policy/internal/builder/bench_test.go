@@ -51,6 +51,7 @@ func BenchmarkWalkFlow10k(b *testing.B) {
 		if err != nil || len(rep.Runnables) != 10_000 {
 			b.Fatal(err)
 		}
+		rep.Release() // as the service does once the answer is rendered
 	}
 	reportCPU(b, start)
 }

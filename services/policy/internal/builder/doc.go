@@ -19,6 +19,13 @@
 // caller-supplied raw code in run mode), and finds inline scripts structurally rather than by
 // whether their language parses, because "the author picks the fields".
 //
+// Cost is linear in the document and bounded (issue 11): the parser keeps a parent link per
+// node so walks record nodes and a JSON pointer (Pointer) is rendered only for what an answer
+// returns; reports keep the first Limits.MaxFindings violations and count the rest; keys,
+// paths and the number of references are bounded before anything is looked up. Closed sets
+// (module, tool, input transform and app runnable types, triggerable prefixes, execution modes,
+// preview forms) refuse what they do not know.
+//
 // The package imports neither gRPC nor SQL; internal/api maps *InputError to InvalidArgument
 // and violations to PermissionDenied with the Reason in ErrorInfo.
 package builder

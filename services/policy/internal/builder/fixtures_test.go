@@ -119,18 +119,18 @@ func TestFlowFixtures(t *testing.T) {
 			for _, v := range rep.Violations {
 				assert.Equal(t, DocFlow, v.Doc)
 				assert.NotEmpty(t, v.Message)
-				got = append(got, fixtureViolation{Reason: string(v.Reason), Pointer: v.Pointer})
+				got = append(got, fixtureViolation{Reason: string(v.Reason), Pointer: v.Pointer.String()})
 			}
 			assert.Equal(t, orEmpty(fx.Expect.Violations), got, "violations")
 			assert.Equal(t, orEmpty(fx.Expect.Runnables), runnablesOf(rep.Runnables), "runnables")
 			tags := []fixtureTag{}
 			for _, tg := range rep.Tags {
-				tags = append(tags, fixtureTag{Tag: tg.Tag, Pointer: tg.Pointer})
+				tags = append(tags, fixtureTag{Tag: tg.Tag, Pointer: tg.Pointer.String()})
 			}
 			assert.Equal(t, orEmpty(fx.Expect.Tags), tags, "tags")
 			pins := []fixturePin{}
 			for _, p := range rep.Pins {
-				pins = append(pins, fixturePin{Path: p.Path, Hash: p.Hash, Pointer: p.Pointer})
+				pins = append(pins, fixturePin{Path: p.Path, Hash: p.Hash, Pointer: p.Pointer.String()})
 			}
 			assert.Equal(t, orEmpty(fx.Expect.Pins), pins, "pins")
 			assertPointersResolve(t, fx.Value, flowPointers(rep))
@@ -163,12 +163,12 @@ func TestAppFixtures(t *testing.T) {
 			var valuePtrs, policyPtrs []string
 			for _, v := range rep.Violations {
 				assert.NotEmpty(t, v.Message)
-				got = append(got, fixtureViolation{Reason: string(v.Reason), Doc: string(v.Doc), Pointer: v.Pointer})
+				got = append(got, fixtureViolation{Reason: string(v.Reason), Doc: string(v.Doc), Pointer: v.Pointer.String()})
 				switch v.Doc {
 				case DocAppValue:
-					valuePtrs = append(valuePtrs, v.Pointer)
+					valuePtrs = append(valuePtrs, v.Pointer.String())
 				case DocAppPolicy:
-					policyPtrs = append(policyPtrs, v.Pointer)
+					policyPtrs = append(policyPtrs, v.Pointer.String())
 				default:
 					t.Errorf("app violation with doc %q", v.Doc)
 				}
@@ -181,10 +181,10 @@ func TestAppFixtures(t *testing.T) {
 				assert.Equal(t, AppKind(fx.Expect.Kind), rep.Kind, "kind")
 			}
 			for _, r := range rep.ValuePaths {
-				valuePtrs = append(valuePtrs, r.Pointer)
+				valuePtrs = append(valuePtrs, r.Pointer.String())
 			}
 			for _, r := range rep.PolicyPaths {
-				policyPtrs = append(policyPtrs, r.Pointer)
+				policyPtrs = append(policyPtrs, r.Pointer.String())
 			}
 			assertPointersResolve(t, fx.Value, valuePtrs)
 			assertPointersResolve(t, fx.Policy, policyPtrs)
@@ -235,7 +235,7 @@ func TestRequestFixtures(t *testing.T) {
 				got := []string{}
 				for _, v := range vs {
 					assert.Equal(t, DocRequest, v.Doc)
-					assert.Empty(t, v.Pointer)
+					assert.Empty(t, v.Pointer.String())
 					assert.NotEmpty(t, v.Message)
 					got = append(got, string(v.Reason))
 				}
@@ -260,7 +260,7 @@ func orEmpty[T any](s []T) []T {
 func runnablesOf(refs []RunnableRef) []fixtureRunnable {
 	out := []fixtureRunnable{}
 	for _, r := range refs {
-		out = append(out, fixtureRunnable{Kind: string(r.Kind), Path: r.Path, Pointer: r.Pointer})
+		out = append(out, fixtureRunnable{Kind: string(r.Kind), Path: r.Path, Pointer: r.Pointer.String()})
 	}
 	return out
 }
@@ -268,16 +268,16 @@ func runnablesOf(refs []RunnableRef) []fixtureRunnable {
 func flowPointers(rep FlowReport) []string {
 	var ps []string
 	for _, v := range rep.Violations {
-		ps = append(ps, v.Pointer)
+		ps = append(ps, v.Pointer.String())
 	}
 	for _, r := range rep.Runnables {
-		ps = append(ps, r.Pointer)
+		ps = append(ps, r.Pointer.String())
 	}
 	for _, r := range rep.Tags {
-		ps = append(ps, r.Pointer)
+		ps = append(ps, r.Pointer.String())
 	}
 	for _, r := range rep.Pins {
-		ps = append(ps, r.Pointer)
+		ps = append(ps, r.Pointer.String())
 	}
 	return ps
 }

@@ -13,11 +13,24 @@ type FlowReport struct {
 	Tags       []TagRef      // script.tag_override, rawscript/flowscript/aiagent tag, in walk order
 	Runnables  []RunnableRef // every script/flow step and flowmodule agent tool, in walk order
 	Pins       []PinRef      // every script step carrying a hash, in walk order
+	// ViolationsOmitted counts the violations past Limits.MaxFindings: found, refusing, not listed.
+	ViolationsOmitted int
+
+	d *doc // the document the pointers read; see Release
+}
+
+// Release returns the document's buffers for reuse. Pointers render "" afterwards, so render
+// what the answer needs first. Not calling it only costs the reuse.
+func (r *FlowReport) Release() {
+	if r.d != nil {
+		r.d.release()
+		r.d = nil
+	}
 }
 
 // Composable reports whether the value is composition only. The references still have to be
 // authorized before the write is allowed.
-func (r FlowReport) Composable() bool { return len(r.Violations) == 0 }
+func (r FlowReport) Composable() bool { return len(r.Violations) == 0 && r.ViolationsOmitted == 0 }
 
 // DistinctPaths returns Runnables with duplicate (kind, path) pairs removed, first one kept.
 func (r FlowReport) DistinctPaths() []RunnableRef { return DistinctRunnables(r.Runnables) }
@@ -68,35 +81,45 @@ func WalkFlowString(src string, lim Limits) (FlowReport, error) {
 }
 
 func walkFlowDoc(d *doc, lim Limits) (FlowReport, error) {
-	defer d.release()
-	w := &flowWalker{d: d, lim: lim, p: path{d: d}, reported: make([]uint64, len(d.nodes)/64+1)}
+	w := &flowWalker{d: d, lim: lim, refs: refCounter{lim: lim}, found: findings{max: lim.MaxFindings},
+		reported: make([]uint64, len(d.nodes)/64+1)}
 	if err := w.walkTop(); err != nil {
+		d.release()
 		return FlowReport{}, err
 	}
-	w.sweep(root, &lazyPath{d: d})
+	w.sweep(root)
+	w.rep.Violations, w.rep.ViolationsOmitted = w.found.list, w.found.omitted
+	w.rep.d = d
 	return w.rep, nil
 }
 
 type flowWalker struct {
 	d        *doc
 	lim      Limits
-	p        path
 	rep      FlowReport
+	found    findings
+	refs     refCounter
 	modules  int
 	reported []uint64 // nodes a violation already points at, so the sweep does not repeat it
 }
 
-func (w *flowWalker) inputErr(ptr, rule string) error {
-	return &InputError{Doc: DocFlow, Pointer: ptr, Rule: rule}
+// at is the pointer to node n, extended by key when key is not empty.
+func (w *flowWalker) at(n int32, key string) Pointer {
+	return Pointer{d: w.d, n: n, key: key, max: w.lim.MaxPointerBytes}
 }
 
-func (w *flowWalker) limitErr(rule string) error {
-	return &InputError{Doc: DocFlow, Pointer: w.p.String(), Rule: rule, Limit: true}
+func (w *flowWalker) inputErr(n int32, key, rule string) error {
+	return &InputError{Doc: DocFlow, Pointer: w.at(n, key).String(), Rule: rule}
 }
 
-func (w *flowWalker) violate(r Reason, ptr string, node int32, msg string) {
-	w.rep.Violations = append(w.rep.Violations, Violation{Reason: r, Doc: DocFlow, Pointer: ptr, Message: msg})
-	w.reported[node/64] |= 1 << (node % 64)
+func (w *flowWalker) limitErr(n int32, rule string) error {
+	return &InputError{Doc: DocFlow, Pointer: w.at(n, "").String(), Rule: rule, Limit: true}
+}
+
+// violate records a finding at node n (extended by key).
+func (w *flowWalker) violate(r Reason, n int32, key string, msg string) {
+	w.found.add(Violation{Reason: r, Doc: DocFlow, Pointer: w.at(n, key), Message: msg})
+	w.reported[n/64] |= 1 << (n % 64)
 }
 
 func (w *flowWalker) isReported(node int32) bool { return w.reported[node/64]&(1<<(node%64)) != 0 }
@@ -104,7 +127,7 @@ func (w *flowWalker) isReported(node int32) bool { return w.reported[node/64]&(1
 func (w *flowWalker) walkTop() error {
 	d := w.d
 	if d.kindOf(root) != kObject {
-		return w.inputErr("", "a flow must be a JSON object")
+		return w.inputErr(root, "", "a flow must be a JSON object")
 	}
 	// Which form: a FlowValue has modules; a flow carrying one has value (NewFlow, a preview
 	// request) or flow_value (a flow dependencies request). More than one is ambiguous.
@@ -117,13 +140,13 @@ func (w *flowWalker) walkTop() error {
 	}
 	switch {
 	case len(forms) == 0:
-		return w.inputErr("/modules", "a flow value needs a modules array")
+		return w.inputErr(root, "modules", "a flow value needs a modules array")
 	case len(forms) > 1:
-		return w.inputErr("/"+d.key(forms[1]), "a flow object has exactly one of modules (a flow value), value or flow_value (a flow carrying one)")
+		return w.inputErr(forms[1].val, "", "a flow object has exactly one of modules (a flow value), value or flow_value (a flow carrying one)")
 	case !d.keyIs(forms[0], "modules"):
 		vm := forms[0]
 		if d.kindOf(vm.val) != kObject {
-			return w.inputErr("/"+d.key(vm), "the flow value must be a JSON object")
+			return w.inputErr(vm.val, "", "the flow value must be a JSON object")
 		}
 		// The carrying object's own tag routes the whole flow onto a worker group.
 		var top fields
@@ -132,73 +155,64 @@ func (w *flowWalker) walkTop() error {
 			return err
 		}
 		flow = vm.val
-		w.p.pushKey(vm)
 	}
 	mm, ok := d.member(flow, "modules")
 	if !ok {
-		return w.inputErr(w.p.with("modules"), "a flow value needs a modules array")
+		return w.inputErr(flow, "modules", "a flow value needs a modules array")
 	}
-	w.p.pushKey(mm)
 	if err := w.walkModuleList(mm.val, 1); err != nil {
 		return err
 	}
-	w.p.pop()
 	// Same order as the platform's check: modules, then preprocessor, then failure module.
 	for _, slot := range []string{"preprocessor_module", "failure_module"} {
 		m, ok := d.member(flow, slot)
 		if !ok || d.isNull(m.val) {
 			continue
 		}
-		w.p.pushKey(m)
 		if err := w.walkModule(m.val, 1); err != nil {
 			return err
 		}
-		w.p.pop()
 	}
 	return nil
 }
 
 func (w *flowWalker) walkModuleList(arr int32, depth int) error {
 	if w.d.kindOf(arr) != kArray {
-		return w.inputErr(w.p.String(), "must be an array of flow modules")
+		return w.inputErr(arr, "", "must be an array of flow modules")
 	}
-	for i, m := range w.d.elems(arr) {
-		w.p.pushIdx(i)
+	for _, m := range w.d.elems(arr) {
 		if err := w.walkModule(m.val, depth); err != nil {
 			return err
 		}
-		w.p.pop()
 	}
 	return nil
 }
 
 // enterModule counts a module or agent tool against the limits.
-func (w *flowWalker) enterModule(depth int) error {
+func (w *flowWalker) enterModule(n int32, depth int) error {
 	if depth > w.lim.MaxModuleDepth {
-		return w.limitErr(fmt.Sprintf("modules nest deeper than %d levels", w.lim.MaxModuleDepth))
+		return w.limitErr(n, fmt.Sprintf("modules nest deeper than %d levels", w.lim.MaxModuleDepth))
 	}
 	w.modules++
 	if w.modules > w.lim.MaxModules {
-		return w.limitErr(fmt.Sprintf("a flow may hold at most %d modules and agent tools", w.lim.MaxModules))
+		return w.limitErr(n, fmt.Sprintf("a flow may hold at most %d modules and agent tools", w.lim.MaxModules))
 	}
 	return nil
 }
 
 func (w *flowWalker) walkModule(m int32, depth int) error {
-	if err := w.enterModule(depth); err != nil {
+	if err := w.enterModule(m, depth); err != nil {
 		return err
 	}
 	if w.d.kindOf(m) != kObject {
-		return w.inputErr(w.p.String(), "a flow module must be an object")
+		return w.inputErr(m, "", "a flow module must be an object")
 	}
 	vm, ok := w.d.member(m, "value")
 	if !ok {
-		return w.inputErr(w.p.with("value"), "a flow module needs a value")
+		return w.inputErr(m, "value", "a flow module needs a value")
 	}
-	w.p.pushKey(vm)
-	defer w.p.pop()
 	if w.d.kindOf(vm.val) != kObject {
-		return w.inputErr(w.p.String(), "a flow module value must be an object")
+		return w.inputErr(vm.val, "", "a flow module value must be an object")
 	}
 	return w.walkValue(vm.val, depth)
 }
@@ -219,10 +233,12 @@ const (
 	fModulesNode
 	fDefaultNode
 	fToolType
+	fInputTransforms
+	fIterator
 	nFields
 )
 
-var fieldNames = [nFields]string{"type", "path", "hash", "tag_override", "tag", "modules", "default", "branches", "tools", "agent", "modules_node", "default_node", "tool_type"}
+var fieldNames = [nFields]string{"type", "path", "hash", "tag_override", "tag", "modules", "default", "branches", "tools", "agent", "modules_node", "default_node", "tool_type", "input_transforms", "iterator"}
 
 type fields struct {
 	m  [nFields]member
@@ -241,8 +257,8 @@ func collect(d *doc, obj int32, f *fields) {
 			continue
 		}
 		i := -1
-		// Dispatch on the first byte: most keys of a step (id, summary, input_transforms...) are
-		// rejected by it without a string comparison.
+		// Dispatch on the first byte: most keys of a step (id, summary...) are rejected by it
+		// without a string comparison.
 		switch k[0] {
 		case 't':
 			switch k {
@@ -287,6 +303,13 @@ func collect(d *doc, obj int32, f *fields) {
 			if k == "agent" {
 				i = fAgent
 			}
+		case 'i':
+			switch k {
+			case "input_transforms":
+				i = fInputTransforms
+			case "iterator":
+				i = fIterator
+			}
 		}
 		if i >= 0 {
 			f.m[i], f.ok[i] = m, true
@@ -317,70 +340,112 @@ func (w *flowWalker) walkFields(v int32, f *fields, depth int) error {
 	// carrying one anywhere, so it is refused whatever the type.
 	for _, i := range []int{fModulesNode, fDefaultNode} {
 		if n, ok := w.nonNull(f, i); ok {
-			w.violate(ReasonNodeReference, w.p.with(fieldNames[i]), n, "references code stored outside the flow (a "+fieldNames[i]+" hoisted by the dependency job)")
+			w.violate(ReasonNodeReference, n, "", "references code stored outside the flow (a "+fieldNames[i]+" hoisted by the dependency job)")
 		}
 	}
 	tv, ok := w.nonNull(f, fType)
 	if !ok {
-		w.violate(ReasonUnknownModuleType, w.p.String(), v, "module value has no type")
+		w.violate(ReasonUnknownModuleType, v, "", "module value has no type")
 		return nil
 	}
 	if d.kindOf(tv) != kString {
-		w.violate(ReasonUnknownModuleType, w.p.with("type"), tv, "module type is not a string")
+		w.violate(ReasonUnknownModuleType, tv, "", "module type is not a string")
 		return nil
 	}
+	w.inputTransforms(f)
 	switch t := d.str(tv); t {
 	case "script":
-		return w.runnable(f, KindScript)
+		return w.runnable(v, f, KindScript)
 	case "flow":
-		return w.runnable(f, KindFlow)
+		return w.runnable(v, f, KindFlow)
 	case "forloopflow", "whileloopflow":
-		return w.childModules(f, fModules, depth)
+		if it, ok := w.nonNull(f, fIterator); ok {
+			w.transform(it)
+		}
+		return w.childModules(v, f, fModules, depth)
 	case "branchone":
 		// The platform walks default before branches; keep its order.
-		if err := w.childModules(f, fDefault, depth); err != nil {
+		if err := w.childModules(v, f, fDefault, depth); err != nil {
 			return err
 		}
-		return w.branches(f, depth)
+		return w.branches(v, f, depth)
 	case "branchall":
-		return w.branches(f, depth)
+		return w.branches(v, f, depth)
 	case "rawscript":
-		w.violate(ReasonInlineCode, w.p.String(), v, "step has inline code")
+		w.violate(ReasonInlineCode, v, "", "step has inline code")
 		return w.tag(f, fTag)
 	case "flowscript":
-		w.violate(ReasonNodeReference, w.p.String(), v, "step references code stored outside the flow (flowscript)")
+		w.violate(ReasonNodeReference, v, "", "step references code stored outside the flow (flowscript)")
 		return w.tag(f, fTag)
 	case "identity":
 		return nil
 	case "aiagent":
-		return w.agent(f, depth)
+		return w.agent(v, f, depth)
 	default:
-		w.violate(ReasonUnknownModuleType, w.p.with("type"), tv, fmt.Sprintf("unknown module type %q", t))
+		w.violate(ReasonUnknownModuleType, tv, "", fmt.Sprintf("unknown module type %q", t))
 		return nil
 	}
 }
 
-func (w *flowWalker) runnable(f *fields, kind RunnableKind) error {
+// inputTransforms checks that every input transform of a step is one the platform defines
+// (static, javascript, ai). Their content is data or an expression, not code the walk refuses,
+// but a transform type nobody knows may be read by a later platform as something that is.
+func (w *flowWalker) inputTransforms(f *fields) {
+	it, ok := w.nonNull(f, fInputTransforms)
+	if !ok {
+		return
+	}
+	if w.d.kindOf(it) != kObject {
+		w.violate(ReasonUnknownShape, it, "", "input_transforms must be an object of input transforms")
+		return
+	}
+	for _, m := range w.d.elems(it) {
+		w.transform(m.val)
+	}
+}
+
+func (w *flowWalker) transform(n int32) {
+	d := w.d
+	if d.kindOf(n) != kObject {
+		w.violate(ReasonUnknownShape, n, "", "an input transform must be an object with a type")
+		return
+	}
+	t, ok := d.get(n, "type")
+	if !ok || d.kindOf(t) != kString {
+		w.violate(ReasonUnknownShape, n, "", "an input transform needs a type: static, javascript or ai")
+		return
+	}
+	switch d.str(t) {
+	case "static", "javascript", "ai":
+	default:
+		w.violate(ReasonUnknownShape, t, "", fmt.Sprintf("unknown input transform type %q (known: static, javascript, ai)", d.str(t)))
+	}
+}
+
+func (w *flowWalker) runnable(v int32, f *fields, kind RunnableKind) error {
 	d := w.d
 	if !f.has(fPath) {
-		return w.inputErr(w.p.with("path"), "a "+string(kind)+" step needs a path")
+		return w.inputErr(v, "path", "a "+string(kind)+" step needs a path")
 	}
 	pv := f.m[fPath].val
 	if d.kindOf(pv) != kString {
-		return w.inputErr(w.p.with("path"), "path must be a string")
+		return w.inputErr(pv, "", "path must be a string")
 	}
 	p := d.str(pv)
-	if strings.HasPrefix(p, "hub/") {
-		w.violate(ReasonHubPath, w.p.with("path"), pv, "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
+	here := w.at(v, "")
+	if err := w.refs.add(DocFlow, w.at(pv, ""), "path", p); err != nil {
+		return err
 	}
-	here := w.p.String()
+	if strings.HasPrefix(p, "hub/") {
+		w.violate(ReasonHubPath, pv, "", "hub runnables are not available to operators with builder rights; deploy it to the workspace first")
+	}
 	w.rep.Runnables = append(w.rep.Runnables, RunnableRef{Kind: kind, Path: p, Pointer: here})
 	if kind != KindScript {
 		return nil
 	}
 	if h, ok := w.nonNull(f, fHash); ok {
 		if d.kindOf(h) != kString || !isScriptHash(d.str(h)) {
-			return w.inputErr(w.p.with("hash"), "hash must be a script hash of 16 hex digits")
+			return w.inputErr(v, "hash", "hash must be a script hash of 16 hex digits")
 		}
 		w.rep.Pins = append(w.rep.Pins, PinRef{Path: p, Hash: strings.ToLower(d.str(h)), Pointer: here})
 	}
@@ -407,60 +472,57 @@ func (w *flowWalker) tag(f *fields, i int) error {
 	}
 	key := fieldNames[i]
 	if w.d.kindOf(t) != kString {
-		return w.inputErr(w.p.with(key), key+" must be a string")
+		return w.inputErr(t, "", key+" must be a string")
 	}
 	// An empty tag is no tag: the platform falls back to the default routing.
 	if s := w.d.str(t); s != "" {
-		w.rep.Tags = append(w.rep.Tags, TagRef{Tag: s, Pointer: w.p.with(key)})
+		if err := w.refs.add(DocFlow, w.at(t, ""), key, s); err != nil {
+			return err
+		}
+		w.rep.Tags = append(w.rep.Tags, TagRef{Tag: s, Pointer: w.at(t, "")})
 	}
 	return nil
 }
 
-func (w *flowWalker) childModules(f *fields, i int, depth int) error {
+func (w *flowWalker) childModules(v int32, f *fields, i int, depth int) error {
 	if !f.has(i) {
-		return w.inputErr(w.p.with(fieldNames[i]), "required")
+		return w.inputErr(v, fieldNames[i], "required")
 	}
-	w.p.pushKey(f.m[i])
-	defer w.p.pop()
 	return w.walkModuleList(f.m[i].val, depth+1)
 }
 
-func (w *flowWalker) branches(f *fields, depth int) error {
+func (w *flowWalker) branches(v int32, f *fields, depth int) error {
 	d := w.d
 	if !f.has(fBranches) {
-		return w.inputErr(w.p.with("branches"), "required")
+		return w.inputErr(v, "branches", "required")
 	}
-	w.p.pushKey(f.m[fBranches])
-	defer w.p.pop()
 	bs := f.m[fBranches].val
 	if d.kindOf(bs) != kArray {
-		return w.inputErr(w.p.String(), "branches must be an array")
+		return w.inputErr(bs, "", "branches must be an array")
 	}
-	for i, b := range d.elems(bs) {
-		w.p.pushIdx(i)
+	for _, b := range d.elems(bs) {
 		if d.kindOf(b.val) != kObject {
-			return w.inputErr(w.p.String(), "a branch must be an object")
+			return w.inputErr(b.val, "", "a branch must be an object")
 		}
 		var bf fields
 		collect(d, b.val, &bf)
 		if n, ok := w.nonNull(&bf, fModulesNode); ok {
-			w.violate(ReasonNodeReference, w.p.with("modules_node"), n, "branch references code stored outside the flow (modules_node)")
+			w.violate(ReasonNodeReference, n, "", "branch references code stored outside the flow (modules_node)")
 		}
-		if err := w.childModules(&bf, fModules, depth); err != nil {
+		if err := w.childModules(b.val, &bf, fModules, depth); err != nil {
 			return err
 		}
-		w.p.pop()
 	}
 	return nil
 }
 
-func (w *flowWalker) agent(f *fields, depth int) error {
+func (w *flowWalker) agent(v int32, f *fields, depth int) error {
 	d := w.d
 	// A linked agent resolves its tools from an ai_agent resource at run time, and operators may
 	// write resources: the tool list is outside this check and can be swapped for a raw script
 	// after the flow is approved. Anything but null or "" counts as a link.
 	if a, ok := w.nonNull(f, fAgent); ok && !(d.kindOf(a) == kString && d.str(a) == "") {
-		w.violate(ReasonAgentLink, w.p.with("agent"), a, "links an AI agent resource, whose tools live outside the flow")
+		w.violate(ReasonAgentLink, a, "", "links an AI agent resource, whose tools live outside the flow")
 	}
 	if err := w.tag(f, fTag); err != nil {
 		return err
@@ -469,17 +531,13 @@ func (w *flowWalker) agent(f *fields, depth int) error {
 	if !ok {
 		return nil // the platform defaults tools to empty
 	}
-	w.p.pushKey(f.m[fTools])
-	defer w.p.pop()
 	if d.kindOf(tools) != kArray {
-		return w.inputErr(w.p.String(), "tools must be an array")
+		return w.inputErr(tools, "", "tools must be an array")
 	}
-	for i, t := range d.elems(tools) {
-		w.p.pushIdx(i)
+	for _, t := range d.elems(tools) {
 		if err := w.walkTool(t.val, depth+1); err != nil {
 			return err
 		}
-		w.p.pop()
 	}
 	return nil
 }
@@ -491,21 +549,19 @@ func (w *flowWalker) agent(f *fields, depth int) error {
 // see whatever the fallback could run. A script or flow tool is a runnable like any step.
 func (w *flowWalker) walkTool(t int32, depth int) error {
 	d := w.d
-	if err := w.enterModule(depth); err != nil {
+	if err := w.enterModule(t, depth); err != nil {
 		return err
 	}
 	if d.kindOf(t) != kObject {
-		return w.inputErr(w.p.String(), "an agent tool must be an object")
+		return w.inputErr(t, "", "an agent tool must be an object")
 	}
 	vm, ok := d.member(t, "value")
 	if !ok {
-		return w.inputErr(w.p.with("value"), "an agent tool needs a value")
+		return w.inputErr(t, "value", "an agent tool needs a value")
 	}
-	w.p.pushKey(vm)
-	defer w.p.pop()
 	tv := vm.val
 	if d.kindOf(tv) != kObject {
-		return w.inputErr(w.p.String(), "an agent tool value must be an object")
+		return w.inputErr(tv, "", "an agent tool value must be an object")
 	}
 	var f fields
 	collect(d, tv, &f)
@@ -523,7 +579,7 @@ func (w *flowWalker) walkTool(t int32, depth int) error {
 		}
 		return nil
 	default:
-		w.violate(ReasonUnknownModuleType, w.p.with("tool_type"), tt, "unknown agent tool type")
+		w.violate(ReasonUnknownModuleType, tt, "", "unknown agent tool type")
 		if hasType {
 			return w.walkFields(tv, &f, depth)
 		}
@@ -536,17 +592,15 @@ func (w *flowWalker) walkTool(t int32, depth int) error {
 // walk does not interpret (unknown keys, a future module slot, the schema next to the value).
 // Its price is a false positive on static data that happens to look like code (a static input
 // whose value is an object with "type":"rawscript"), which is refused rather than risked.
-// An object's own findings come before its members'. The sweep touches every node, so it keeps
-// its position as a lazy stack and renders a pointer only for a finding.
-func (w *flowWalker) sweep(i int32, lp *lazyPath) {
+// An object's own findings come before its members'. Findings record nodes; nothing is
+// rendered here.
+func (w *flowWalker) sweep(i int32) {
 	d := w.d
 	switch d.kindOf(i) {
 	case kArray:
-		for j, m := range d.elems(i) {
+		for _, m := range d.elems(i) {
 			if k := d.kindOf(m.val); k == kArray || k == kObject {
-				lp.pushIdx(j)
-				w.sweep(m.val, lp)
-				lp.pop()
+				w.sweep(m.val)
 			}
 		}
 	case kObject:
@@ -563,9 +617,9 @@ func (w *flowWalker) sweep(i int32, lp *lazyPath) {
 				}
 				switch d.str(m.val) {
 				case "rawscript":
-					w.violate(ReasonInlineCode, lp.String(), i, "inline code in a field the walk does not interpret")
+					w.violate(ReasonInlineCode, i, "", "inline code in a field the walk does not interpret")
 				case "flowscript":
-					w.violate(ReasonNodeReference, lp.String(), i, "flowscript in a field the walk does not interpret")
+					w.violate(ReasonNodeReference, i, "", "flowscript in a field the walk does not interpret")
 				}
 			case k == "modules_node" || k == "default_node" || isDynCodeKey(k):
 				special = true
@@ -578,17 +632,15 @@ func (w *flowWalker) sweep(i int32, lp *lazyPath) {
 				}
 				switch k := d.key(m); {
 				case k == "modules_node" || k == "default_node":
-					w.violate(ReasonNodeReference, lp.with(k), m.val, "references code stored outside the flow ("+k+")")
+					w.violate(ReasonNodeReference, m.val, "", "references code stored outside the flow ("+k+")")
 				case isDynCodeKey(k):
-					w.violate(ReasonInlineCode, lp.with(k), m.val, "a schema dropdown script ("+k+") is code the caller authors")
+					w.violate(ReasonInlineCode, m.val, "", "a schema dropdown script ("+k+") is code the caller authors")
 				}
 			}
 		}
 		for _, m := range d.elems(i) {
 			if k := d.kindOf(m.val); k == kArray || k == kObject {
-				lp.pushKey(m)
-				w.sweep(m.val, lp)
-				lp.pop()
+				w.sweep(m.val)
 			}
 		}
 	}

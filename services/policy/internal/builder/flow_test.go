@@ -12,7 +12,7 @@ import (
 func reasons(vs []Violation) []string {
 	out := []string{}
 	for _, v := range vs {
-		out = append(out, string(v.Reason)+" "+v.Pointer)
+		out = append(out, string(v.Reason)+" "+v.Pointer.String())
 	}
 	return out
 }
@@ -140,6 +140,8 @@ func TestWalkFlowModuleCountLimit(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 }
 
+// Every violation is found and counted, the first MaxFindings listed in walk order: a document
+// with thousands of findings answers a hundred, not thousands.
 func TestWalkFlowReportsEveryViolation(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"modules":[`)
@@ -153,9 +155,11 @@ func TestWalkFlowReportsEveryViolation(t *testing.T) {
 	b.WriteString(`]}`)
 	rep, err := WalkFlow([]byte(b.String()), Limits{})
 	require.NoError(t, err)
-	require.Len(t, rep.Violations, n)
+	require.Len(t, rep.Violations, DefaultLimits().MaxFindings)
+	assert.Equal(t, n-DefaultLimits().MaxFindings, rep.ViolationsOmitted)
+	assert.False(t, rep.Composable())
 	for i, v := range rep.Violations {
-		assert.Equal(t, fmt.Sprintf("/modules/%d/value", i), v.Pointer)
+		assert.Equal(t, fmt.Sprintf("/modules/%d/value", i), v.Pointer.String())
 	}
 }
 
@@ -207,11 +211,11 @@ func TestFlowReportHelpers(t *testing.T) {
 		{"value":{"type":"aiagent","tag":"ai","tools":[{"id":"t","value":{"tool_type":"flowmodule","type":"script","path":"f/b"}}]}}]}`), Limits{})
 	require.NoError(t, err)
 	assert.True(t, rep.Composable())
-	assert.Equal(t, []RunnableRef{
+	assert.Equal(t, []plainRef{
 		{Kind: KindScript, Path: "f/a", Pointer: "/modules/0/value"},
 		{Kind: KindFlow, Path: "f/a", Pointer: "/modules/2/value"},
 		{Kind: KindScript, Path: "f/b", Pointer: "/modules/3/value/tools/0/value"},
-	}, rep.DistinctPaths())
+	}, plainRefs(rep.DistinctPaths()))
 	assert.Equal(t, []string{"gpu", "ai"}, rep.DistinctTags())
 	require.Len(t, rep.Pins, 1)
 	assert.Equal(t, int64(4242), rep.Pins[0].Int64())

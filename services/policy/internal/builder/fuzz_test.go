@@ -75,7 +75,7 @@ func FuzzWalkFlow(f *testing.F) {
 		// at that very pointer.
 		have := map[string]bool{}
 		for _, v := range rep.Violations {
-			have[string(v.Reason)+" "+v.Pointer] = true
+			have[string(v.Reason)+" "+v.Pointer.String()] = true
 		}
 		eachObject(doc, "", func(ptr string, obj map[string]any) {
 			switch obj["type"] {
@@ -134,19 +134,19 @@ func FuzzWalkApp(f *testing.F) {
 			default:
 				t.Fatalf("violation in doc %q", v.Doc)
 			}
-			if _, ok := resolvePointer(d, v.Pointer); !ok {
-				t.Fatalf("%s pointer %q does not resolve", v.Doc, v.Pointer)
+			if _, ok := resolvePointer(d, v.Pointer.String()); !ok {
+				t.Fatalf("%s pointer %q does not resolve", v.Doc, v.Pointer.String())
 			}
-			have[string(v.Reason)+" "+string(v.Doc)+" "+v.Pointer] = true
+			have[string(v.Reason)+" "+string(v.Doc)+" "+v.Pointer.String()] = true
 		}
 		for _, r := range rep.ValuePaths {
-			if _, ok := resolvePointer(vdoc, r.Pointer); !ok {
-				t.Fatalf("value path pointer %q does not resolve", r.Pointer)
+			if _, ok := resolvePointer(vdoc, r.Pointer.String()); !ok {
+				t.Fatalf("value path pointer %q does not resolve", r.Pointer.String())
 			}
 		}
 		for _, r := range rep.PolicyPaths {
-			if _, ok := resolvePointer(pdoc, r.Pointer); !ok {
-				t.Fatalf("policy path pointer %q does not resolve", r.Pointer)
+			if _, ok := resolvePointer(pdoc, r.Pointer.String()); !ok {
+				t.Fatalf("policy path pointer %q does not resolve", r.Pointer.String())
 			}
 		}
 		eachObject(vdoc, "", func(ptr string, obj map[string]any) {

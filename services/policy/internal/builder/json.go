@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file is a small, strict JSON reader. It exists instead of encoding/json for three
@@ -41,6 +42,10 @@ type node struct {
 	kind kind
 	esc  bool // string contains a backslash escape; decode before use
 	a, b int32
+	// up is the containing array or object (-1 for the root) and at the member index in it:
+	// enough to render a node's JSON pointer on demand, so a walk never builds one it does not
+	// return (see Pointer).
+	up, at int32
 }
 
 // member is one array element (key unused) or object member.
@@ -94,8 +99,12 @@ func parseDocString(src string, name Doc, lim Limits) (*doc, error) {
 		scratch:  bufs.scratch[:0],
 	}
 	p.d.src = p.src
+	p.maxKey = lim.MaxKeyBytes
 	p.skipWS()
 	err := p.value()
+	if err == nil {
+		p.d.nodes[root].up = -1
+	}
 	if err == nil {
 		p.skipWS()
 		if p.pos != len(p.src) {
@@ -144,6 +153,7 @@ type parser struct {
 	pos      int
 	depth    int
 	maxDepth int
+	maxKey   int
 	d        *doc
 	scratch  []member // members of the containers currently open, innermost last
 	big      []bigSet // key sets of the large objects currently open, innermost last
@@ -397,6 +407,7 @@ func (p *parser) array() error {
 		if err := p.value(); err != nil {
 			return err
 		}
+		p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
 		p.scratch = append(p.scratch, member{val: v})
 		p.skipWS()
 		if p.pos >= len(p.src) {
@@ -438,6 +449,12 @@ func (p *parser) object() error {
 		if err != nil {
 			return err
 		}
+		if int(kb-ka) > p.maxKey {
+			p.pos = keyPos
+			e := p.fail("object key of %d bytes, the limit is %d", kb-ka, p.maxKey)
+			e.Limit = true
+			return e
+		}
 		p.skipWS()
 		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
 			return p.fail("expected : after key")
@@ -448,6 +465,7 @@ func (p *parser) object() error {
 		if err := p.value(); err != nil {
 			return err
 		}
+		p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
 		m := member{ka: ka, kb: kb, kesc: kesc, val: v}
 		if p.duplicate(p.scratch[start:], m) {
 			p.pos = keyPos
@@ -693,82 +711,98 @@ func (d *doc) writeKey(buf []byte, m member) []byte {
 
 // --- JSON pointers ---------------------------------------------------------------------------
 
-// path is the location of the node being walked, kept as the rendered RFC 6901 pointer so a
-// violation or reference costs one string copy. Pushing a member appends its escaped key;
-// popping truncates.
-type path struct {
-	d    *doc
-	buf  []byte
-	ends []int // len(buf) before each push
-}
-
-func (p *path) pushKey(m member) {
-	p.ends = append(p.ends, len(p.buf))
-	p.buf = append(p.buf, '/')
-	raw := p.d.src[m.ka:m.kb]
-	if !m.kesc && strings.IndexByte(raw, '~') < 0 && strings.IndexByte(raw, '/') < 0 {
-		p.buf = append(p.buf, raw...)
-		return
+// pointer renders the RFC 6901 pointer of node n, extended by key when key is not empty (a
+// member that may be absent, such as the "path" a step lacks). A walk records nodes, never
+// rendered pointers, and the api renders only what it answers: a document with many findings
+// deep under long keys would otherwise cost findings x depth x key length bytes.
+//
+// A pointer longer than max bytes is cut back to the deepest ancestor that fits: it still
+// resolves, to a value containing the offender, and the answer stays bounded.
+func (d *doc) pointer(n int32, key string, max int) string {
+	// Two passes and one buffer: measure every segment from n up to the root, drop the deepest
+	// ones until the rest fits, then fill the buffer from the end. No per-level allocation.
+	total := 0
+	if key != "" {
+		total = 1 + tokenLen(key)
 	}
-	p.buf = append(p.buf, escapePointerToken(p.d.key(m))...)
-}
-
-func (p *path) pushIdx(i int) {
-	p.ends = append(p.ends, len(p.buf))
-	p.buf = append(p.buf, '/')
-	p.buf = strconv.AppendInt(p.buf, int64(i), 10)
-}
-
-func (p *path) pop() {
-	n := len(p.ends) - 1
-	p.buf = p.buf[:p.ends[n]]
-	p.ends = p.ends[:n]
-}
-
-func (p *path) reset() {
-	p.buf = p.buf[:0]
-	p.ends = p.ends[:0]
-}
-
-// String renders the pointer.
-func (p *path) String() string { return string(p.buf) }
-
-// with renders the pointer extended by one key, without changing the path.
-func (p *path) with(key string) string {
-	return string(p.buf) + "/" + escapePointerToken(key)
-}
-
-// lazyPath is a path kept as segments and rendered only on demand, for walks that visit every
-// node but rarely need a pointer.
-type lazyPath struct {
-	d    *doc
-	segs []lseg
-}
-
-type lseg struct {
-	m   member
-	i   int
-	idx bool
-}
-
-func (p *lazyPath) pushKey(m member) { p.segs = append(p.segs, lseg{m: m}) }
-func (p *lazyPath) pushIdx(i int)    { p.segs = append(p.segs, lseg{i: i, idx: true}) }
-func (p *lazyPath) pop()             { p.segs = p.segs[:len(p.segs)-1] }
-
-func (p *lazyPath) String() string {
-	var b []byte
-	for _, s := range p.segs {
-		b = append(b, '/')
-		if s.idx {
-			b = strconv.AppendInt(b, int64(s.i), 10)
-		} else {
-			b = append(b, escapePointerToken(p.d.key(s.m))...)
+	for i := n; i > root; i = d.nodes[i].up {
+		total += 1 + d.segLen(i)
+	}
+	start := n
+	if total > max && key != "" {
+		total -= 1 + tokenLen(key)
+		key = ""
+	}
+	if total > max {
+		for ; start > root && total > max; start = d.nodes[start].up {
+			total -= 1 + d.segLen(start)
 		}
 	}
-	return string(b)
+	b := make([]byte, total)
+	end := total
+	if key != "" {
+		k := escapePointerToken(key)
+		end -= len(k)
+		copy(b[end:], k)
+		end--
+		b[end] = '/'
+	}
+	for i := start; i > root; i = d.nodes[i].up {
+		nd := d.nodes[i]
+		if d.nodes[nd.up].kind == kArray {
+			var num [12]byte
+			t := strconv.AppendInt(num[:0], int64(nd.at), 10)
+			end -= len(t)
+			copy(b[end:], t)
+		} else {
+			m := d.members[d.nodes[nd.up].a+nd.at]
+			raw := d.src[m.ka:m.kb]
+			if m.kesc || needsEscape(raw) {
+				raw = escapePointerToken(d.key(m))
+			}
+			end -= len(raw)
+			copy(b[end:], raw)
+		}
+		end--
+		b[end] = '/'
+	}
+	// b is complete and never written again, so it can back the string without a second copy.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-func (p *lazyPath) with(key string) string { return p.String() + "/" + escapePointerToken(key) }
+// segLen is the rendered length of node i's own pointer token (without the slash).
+func (d *doc) segLen(i int32) int {
+	nd := d.nodes[i]
+	if d.nodes[nd.up].kind == kArray {
+		n, l := nd.at, 1
+		for n >= 10 {
+			n /= 10
+			l++
+		}
+		return l
+	}
+	m := d.members[d.nodes[nd.up].a+nd.at]
+	raw := d.src[m.ka:m.kb]
+	if !m.kesc && !needsEscape(raw) {
+		return len(raw)
+	}
+	return tokenLen(d.key(m))
+}
+
+// needsEscape reports whether a raw key holds '~' or '/' (a byte loop: keys are short, and
+// strings.ContainsAny's setup dominated rendering deep pointers).
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '~' || c == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+func tokenLen(s string) int {
+	return len(s) + strings.Count(s, "~") + strings.Count(s, "/")
+}
 
 // escapePointerToken applies RFC 6901: "~" becomes "~0" and "/" becomes "~1", in that order so
 // a literal "~1" in a key is not mistaken for an escaped slash.

@@ -55,24 +55,63 @@ func hasScope(scopes []string, need string) bool {
 	return false
 }
 
-// CheckPreview covers execute_component's preview branch for operators: raw code is refused,
+// CheckPreview covers execute_component's preview branch. For operators raw code is refused,
 // and so is a hub path, because require_path_read_access_for_preview admits hub/ for everyone.
-// path is the request's path ("script/<p>", "flow/<p>", possibly behind "<component>:"), or a
-// bare runnable path; every form is checked.
+// path is the request's path ("script/<p>", "flow/<p>", "hubscript/<p>", possibly behind
+// "<component>:"), or a bare runnable path (u/... or f/...); every form is checked. Any other
+// form (an unknown prefix, a script/ or flow/ path with ':' in it) is refused for every caller:
+// it is not something this check can authorize. rawscript/ is code, refused to operators.
 func CheckPreview(path string, rawCode bool, isOperator bool) []Violation {
-	if !isOperator {
-		return nil
-	}
 	var out []Violation
+	if !rawCode {
+		r := readKey(path)
+		switch {
+		case r.colon:
+			out = append(out, Violation{Reason: ReasonUnknownTriggerable, Doc: DocRequest,
+				Message: "the preview path names a script/ or flow/ path containing ':', which no runnable path has"})
+		case !r.known && !isBarePath(path):
+			out = append(out, Violation{Reason: ReasonUnknownTriggerable, Doc: DocRequest,
+				Message: "the preview path has no known form (script/, flow/, hubscript/ behind an optional <component>:, or a bare u/ or f/ path)"})
+		case r.rawscript && isOperator:
+			out = append(out, Violation{Reason: ReasonInlineCode, Doc: DocRequest,
+				Message: "operators cannot preview a rawscript/ path (caller-supplied code)"})
+		}
+	}
+	if !isOperator {
+		return out
+	}
 	if isHubRequestPath(path) {
-		out = append(out, Violation{Reason: ReasonHubPath, Doc: DocRequest,
-			Message: "operators cannot preview a hub runnable"})
+		out = append([]Violation{{Reason: ReasonHubPath, Doc: DocRequest,
+			Message: "operators cannot preview a hub runnable"}}, out...)
 	}
 	if rawCode {
 		out = append(out, Violation{Reason: ReasonInlineCode, Doc: DocRequest,
 			Message: "operators cannot preview caller-supplied code"})
 	}
 	return out
+}
+
+// isBarePath is a runnable path without a prefix: u/<owner>/... or f/<folder>/... (hub/ is
+// refused as a hub path on its own).
+func isBarePath(p string) bool {
+	return strings.HasPrefix(p, "u/") || strings.HasPrefix(p, "f/") || strings.HasPrefix(p, "hub/")
+}
+
+// PreviewRefs are the workspace runnables a preview path can resolve to: the script/ or flow/
+// reading after the last ':' (see readKey), or, for a bare path, the script or the flow of that
+// path. Hub readings are returned with a hub/ path, for the caller to skip.
+func PreviewRefs(p string) (cands []RunnableRef, bare bool) {
+	r := readKey(p)
+	if r.hasRef {
+		cands = append(cands, r.ref)
+	}
+	if i := strings.LastIndexByte(p, ':'); strings.HasPrefix(p[i+1:], "hubscript/") {
+		cands = append(cands, RunnableRef{Kind: KindScript, Path: "hub/" + p[i+1+len("hubscript/"):]})
+	}
+	if r.known || !isBarePath(p) {
+		return cands, false // an unknown form has no candidates: CheckPreview refuses it
+	}
+	return []RunnableRef{{Kind: KindScript, Path: p}, {Kind: KindFlow, Path: p}}, true
 }
 
 func isHubRequestPath(p string) bool {

@@ -34,6 +34,13 @@ const (
 	ReasonSourceDeploy Reason = "SOURCE_DEPLOY"
 	// ReasonMissingScope: a required token scope is absent.
 	ReasonMissingScope Reason = "MISSING_SCOPE"
+	// ReasonUnknownTriggerable: an app policy triggerable key (or a preview path) whose prefix
+	// the check does not know, or whose path can name no runnable: it is refused, never
+	// skipped, because the platform may read it as something the check did not authorize.
+	ReasonUnknownTriggerable Reason = "UNKNOWN_TRIGGERABLE"
+	// ReasonUnknownShape: a value shape the check does not know where it knows the shapes (an
+	// app runnable's type, a flow input transform's type): refused like an unknown module type.
+	ReasonUnknownShape Reason = "UNKNOWN_SHAPE"
 )
 
 // Doc names the document a Violation or InputError pointer is relative to, because an app
@@ -52,8 +59,28 @@ const (
 type Violation struct {
 	Reason  Reason
 	Doc     Doc
-	Pointer string
+	Pointer Pointer
 	Message string
+}
+
+// Pointer is an RFC 6901 pointer into a checked document, kept as the node it points at and
+// rendered only by String: a walk may record a hundred thousand locations, and the answer
+// renders only the few it returns. The zero Pointer is "" (the whole document, or a request
+// field). A Pointer reads its document, so it must be rendered before the report is released.
+type Pointer struct {
+	d   *doc
+	n   int32
+	key string // a member of n that may not exist as a node, e.g. the "path" a step lacks
+	max int
+}
+
+// String renders the pointer (at most Limits.MaxPointerBytes, cut back to an ancestor if longer;
+// "" once the report is released).
+func (p Pointer) String() string {
+	if p.d == nil || p.d.nodes == nil {
+		return ""
+	}
+	return p.d.pointer(p.n, p.key, p.max)
 }
 
 // InputError is input that is not a well-formed document of the expected shape, or that
@@ -82,6 +109,18 @@ type Limits struct {
 	MaxJSONDepth   int // nesting of arrays/objects; default 512
 	MaxModuleDepth int // nesting of flow modules (loops, branches, agent tools); default 64
 	MaxModules     int // flow modules plus agent tools in one flow; default 100,000
+	// MaxKeyBytes bounds one JSON object key (raw bytes); default 4 KiB.
+	MaxKeyBytes int
+	// MaxRefBytes bounds a runnable path, a worker tag and a triggerable key; default 1 KiB
+	// (catalog paths are at most 255 bytes, so nothing longer can be authorized anyway).
+	MaxRefBytes int
+	// MaxRefs bounds the references (runnables, pins, tags, triggerables, value paths) one
+	// document may carry, counted as found, before any is hashed or looked up; default 20,000.
+	MaxRefs int
+	// MaxFindings bounds the violations a report keeps (the rest are counted); default 100.
+	MaxFindings int
+	// MaxPointerBytes bounds one rendered pointer (see Pointer); default 2 KiB.
+	MaxPointerBytes int
 }
 
 const (
@@ -89,6 +128,11 @@ const (
 	defaultMaxJSONDepth   = 512
 	defaultMaxModuleDepth = 64
 	defaultMaxModules     = 100_000
+	defaultMaxKeyBytes    = 4 << 10
+	defaultMaxRefBytes    = 1 << 10
+	defaultMaxRefs        = 20_000
+	defaultMaxFindings    = 100
+	defaultMaxPointer     = 2048
 
 	// Hard ceilings, whatever the configuration says: spans are int32 and the parser recurses
 	// once per nesting level, so both must stay bounded for any input.
@@ -118,6 +162,21 @@ func (l Limits) resolved() Limits {
 	if l.MaxModules <= 0 {
 		l.MaxModules = defaultMaxModules
 	}
+	if l.MaxKeyBytes <= 0 {
+		l.MaxKeyBytes = defaultMaxKeyBytes
+	}
+	if l.MaxRefBytes <= 0 {
+		l.MaxRefBytes = defaultMaxRefBytes
+	}
+	if l.MaxRefs <= 0 {
+		l.MaxRefs = defaultMaxRefs
+	}
+	if l.MaxFindings <= 0 {
+		l.MaxFindings = defaultMaxFindings
+	}
+	if l.MaxPointerBytes <= 0 {
+		l.MaxPointerBytes = defaultMaxPointer
+	}
 	return l
 }
 
@@ -135,14 +194,14 @@ const (
 type RunnableRef struct {
 	Kind    RunnableKind
 	Path    string
-	Pointer string // the step / runnable object (flows, app value) or the triggerable key (policy)
+	Pointer Pointer // the step / runnable object (flows, app value) or the triggerable key (policy)
 }
 
 // TagRef is a worker tag a step pins. A tag routes the job onto a worker group, possibly a
 // privileged one, so the caller must check the tag is available to it.
 type TagRef struct {
 	Tag     string
-	Pointer string // the tag string itself
+	Pointer Pointer // the tag string itself
 }
 
 // PinRef is a version-pinned script step. The platform dispatches it by Hash alone and never
@@ -150,8 +209,8 @@ type TagRef struct {
 // the caller.
 type PinRef struct {
 	Path    string
-	Hash    string // 16 lowercase hex digits, as the platform prints a ScriptHash
-	Pointer string // the step object
+	Hash    string  // 16 lowercase hex digits, as the platform prints a ScriptHash
+	Pointer Pointer // the step object
 }
 
 // Int64 is the hash as the platform stores it (script.hash is a bigint holding the 64 bits).
@@ -183,4 +242,38 @@ func DistinctRunnables(refs []RunnableRef) []RunnableRef {
 		out = append(out, r)
 	}
 	return out
+}
+
+// findings collects violations up to a cap and counts the rest, so a document with a million
+// findings costs a counter, not a million messages.
+type findings struct {
+	max     int
+	list    []Violation
+	omitted int
+}
+
+func (f *findings) add(v Violation) {
+	if len(f.list) < f.max {
+		f.list = append(f.list, v)
+		return
+	}
+	f.omitted++
+}
+
+// refCounter refuses a document carrying more references than Limits.MaxRefs, and references
+// longer than Limits.MaxRefBytes, as they are found: before any is hashed or looked up.
+type refCounter struct {
+	n   int
+	lim Limits
+}
+
+func (c *refCounter) add(doc Doc, at Pointer, what string, s string) error {
+	if len(s) > c.lim.MaxRefBytes {
+		return &InputError{Doc: doc, Pointer: at.String(), Rule: fmt.Sprintf("%s is %d bytes, the limit is %d", what, len(s), c.lim.MaxRefBytes), Limit: true}
+	}
+	c.n++
+	if c.n > c.lim.MaxRefs {
+		return &InputError{Doc: doc, Pointer: at.String(), Rule: fmt.Sprintf("more than %d references (runnables, pins, tags, triggerables) in one document", c.lim.MaxRefs), Limit: true}
+	}
+	return nil
 }

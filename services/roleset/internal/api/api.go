@@ -111,6 +111,12 @@ func mapError(ctx context.Context, err error) error {
 			code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY
 		case core.CodeUnavailable:
 			code, R = codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+		case core.CodeNotOurs:
+			code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS
+			md["role"] = ce.Field
+		case core.CodeTampered:
+			code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED
+			md["role"], md["check"] = ce.Field, ce.Rule
 		}
 		if len(md) == 0 {
 			md = nil

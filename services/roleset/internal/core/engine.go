@@ -511,10 +511,11 @@ func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error
 //  3. re-read the row; found -> use it;
 //  4. hold the member roles FOR SHARE and check they are all still enabled, with the oids the
 //     name was hashed from (a disable waits for us, or we see it and refuse);
-//  5. on the cluster, in one implicit transaction: CREATE ROLE ... LOGIN PASSWORD <verifier>
-//     IN ROLE <members> (or, for a login found without a row, take it back: new verifier,
-//     memberships reset, members revoked), verified (memberships, LOGIN, CONNECT) before it
-//     commits; a taken-back login's sessions are then ended;
+//  5. on the cluster, in one transaction: CREATE ROLE ... LOGIN PASSWORD <verifier> IN ROLE
+//     <members> with its ownership proof as its comment (or, for a login found without a row
+//     whose proof verifies, take it back: new verifier, attributes, settings and memberships
+//     reset), verified before it commits; a taken-back login's sessions are then ended; a
+//     login whose proof does not verify, or that owns or holds anything, is refused;
 //  6. insert the row (encrypted password) and drop any retire-journal entry; commit.
 //
 // A crash after 5 and before 6 leaves a login no row names, whose password nobody has: the
@@ -588,23 +589,13 @@ func (e *Engine) ensureSetLogin(ctx context.Context, cl store.Cluster, members [
 	if err != nil {
 		return "", 0, err
 	}
-	li, err := tc.Lookup(ctx, login)
-	if err != nil {
-		return "", 0, err
-	}
 	pw := secret.NewPassword()
-	verifier := secret.ScramVerifier(pw, e.cfg.Iterations)
-	if !li.Exists {
-		err = tc.CreateSetLogin(ctx, login, verifier, tm, database)
-	} else {
-		e.cfg.Logger.Info("roleset: taking back a set login that has no row", "login", login)
-		err = tc.TakeBackSetLogin(ctx, login, verifier, tm, database, li)
-		if errors.Is(err, target.ErrForeignLogin) {
-			return "", 0, refuse(CodeFailedPrecondition, "a role named %s exists on the cluster and is not safe to take back", login)
-		}
-	}
+	tookBack, err := tc.EnsureSetLogin(ctx, login, secret.ScramVerifier(pw, e.cfg.Iterations), tm, database, e.LoginProof(login))
 	if err != nil {
-		return "", 0, err
+		return "", 0, clusterRefusal(login, err)
+	}
+	if tookBack {
+		e.cfg.Logger.Info("roleset: took back a set login that had no row", "login", login)
 	}
 	enc, err := e.cfg.Keys.Encrypt(pw, roleSetAAD(cl.ID, login))
 	if err != nil {

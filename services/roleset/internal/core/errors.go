@@ -1,8 +1,10 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/millwright/millwright/services/roleset/internal/target"
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
 
@@ -34,6 +36,12 @@ const (
 	CodeFailedPrecondition
 	// CodeUnavailable is a dependency (policy) that could not answer: never a "no".
 	CodeUnavailable
+	// CodeNotOurs is a role on the target cluster under one of our names whose ownership proof
+	// does not verify: never adopted or taken back (Field: the role name).
+	CodeNotOurs
+	// CodeTampered is a role of ours that someone else changed in a way we cannot undo, or
+	// that failed the check after the reset (Field: the role name, Rule: the check).
+	CodeTampered
 )
 
 // Error is a refusal with what a client needs to act on it.
@@ -54,4 +62,18 @@ func refuse(code Code, format string, args ...any) *Error {
 
 func invalid(field, rule, format string, args ...any) *Error {
 	return &Error{Code: CodeInvalid, Field: field, Rule: rule, Msg: fmt.Sprintf(format, args...)}
+}
+
+// clusterRefusal turns the target package's ownership refusals into Errors; other errors pass.
+func clusterRefusal(role string, err error) error {
+	var te *target.TamperedError
+	switch {
+	case errors.Is(err, target.ErrNotOurs):
+		return &Error{Code: CodeNotOurs, Field: role,
+			Msg: fmt.Sprintf("a role named %s exists on the cluster and is not provably this instance's; it is left alone", role)}
+	case errors.As(err, &te):
+		return &Error{Code: CodeTampered, Field: role, Rule: te.Check,
+			Msg: fmt.Sprintf("role %s on the cluster was changed by someone else (%s); it was not taken back", role, te.Check)}
+	}
+	return err
 }

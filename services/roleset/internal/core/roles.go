@@ -26,12 +26,11 @@ func validateRoleName(field, name string) error {
 	return nil
 }
 
-func (e *Engine) marker(id int64) string { return target.Marker(e.cfg.InstanceID, id) }
-
 // CreateRole creates a catalog role: (1) row in state creating (own commit), (2) CREATE ROLE
-// ... LOGIN PASSWORD <verifier>, marked as ours, on the cluster, (3) row ready with the oid
-// and the encrypted password. A crash after 1 or 2 leaves a creating row that a retry of the
-// same CreateRole resumes (the marker tells our half-made role from someone else's).
+// ... LOGIN PASSWORD <verifier> with its ownership proof as its comment, on the cluster, (3)
+// row ready with the oid and the encrypted password. A crash after 1 or 2 leaves a creating
+// row that a retry of the same CreateRole resumes (the ownership proof tells our half-made
+// role from someone else's).
 //
 // All three steps run under one lock of (cluster, name) in the service DB, held from before
 // the row is read until the ready row commits. Without it, concurrent calls of one name (a
@@ -65,15 +64,19 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 		return r, err
 	}
 	pw := secret.NewPassword()
-	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.marker(r.ID))
-	if errors.Is(err, target.ErrRoleExists) {
+	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.roleProof(r.ID))
+	if errors.Is(err, target.ErrRoleExists) || errors.Is(err, target.ErrNotOurs) {
+		// Not ours: forget the creation. (A tampered role of ours keeps its creating row, so a
+		// retry after the cluster is cleaned resumes it under the same id, which its proof binds.)
 		if err := c.DeleteCreatingRole(ctx, r.ID); err != nil {
 			e.cfg.Logger.Warn("roleset: forgetting a refused creation failed", "role_id", r.ID, "err", err)
 		}
+	}
+	if errors.Is(err, target.ErrRoleExists) {
 		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
 	}
 	if err != nil {
-		return r, err
+		return r, clusterRefusal(name, err)
 	}
 	enc, err := e.cfg.Keys.Encrypt(pw, roleAAD(r.ID))
 	if err != nil {
@@ -184,7 +187,7 @@ func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
 		if err := e.retireRole(ctx, r, tc); err != nil && !isMissingRole(err) {
 			return err
 		}
-		if err := tc.DropRole(ctx, r.OID, e.marker(r.ID)); err != nil && !errors.Is(err, target.ErrRoleExists) {
+		if err := tc.DropRole(ctx, r.OID, e.catalogRoleProof(r.ID)); err != nil && !errors.Is(err, target.ErrNotOurs) {
 			return err
 		}
 	}
@@ -273,7 +276,7 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 // It goes by this instance's catalog rows only, never by names found on a cluster nor by
 // another instance's rows in a shared service database (which it would otherwise finish
 // deleting or retire). A row made before instances were recorded is claimed first, and only
-// when the role's marker on the cluster proves it ours.
+// when the role's ownership proof on the cluster (or its pre-proof marker) says it is ours.
 func (e *Engine) Reconcile(ctx context.Context) error {
 	roles, err := e.store.InstanceRoles(ctx, e.cfg.InstanceID)
 	if err != nil {
@@ -298,7 +301,8 @@ func (e *Engine) Reconcile(ctx context.Context) error {
 }
 
 // claim records an unclaimed catalog role as this instance's when its role on the cluster
-// carries this instance's marker; otherwise the row is left to whoever owns it.
+// carries this instance's ownership proof (or, being older, its plain marker: such rows
+// predate proofs); otherwise the row is left to whoever owns it.
 func (e *Engine) claim(ctx context.Context, r store.Role) (bool, error) {
 	if r.OID == 0 {
 		return false, nil // never created, or its oid was lost: nothing proves it ours
@@ -307,7 +311,7 @@ func (e *Engine) claim(ctx context.Context, r store.Role) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	name, ours, err := tc.RoleName(ctx, r.OID, e.marker(r.ID))
+	name, ours, err := tc.RoleName(ctx, r.OID, e.catalogRoleProof(r.ID))
 	if err != nil || name == "" || !ours {
 		return false, err
 	}
@@ -325,7 +329,7 @@ func (e *Engine) reconcileRole(ctx context.Context, r store.Role) error {
 	if err != nil {
 		return err
 	}
-	name, ours, err := tc.RoleName(ctx, r.OID, e.marker(r.ID))
+	name, ours, err := tc.RoleName(ctx, r.OID, e.catalogRoleProof(r.ID))
 	if err != nil {
 		return err
 	}

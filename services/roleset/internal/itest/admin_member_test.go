@@ -6,6 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/services/roleset/internal/secret"
+	"github.com/millwright/millwright/services/roleset/internal/target"
 )
 
 // TestLoginTheAdminIsMemberOfIsUsable: on PG16 and later the admin login that creates a role is
@@ -16,9 +19,12 @@ func TestLoginTheAdminIsMemberOfIsUsable(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	login := f.setLogin(t, f.emea.GetOid(), f.apac.GetOid(), f.amer.GetOid())
-	superExec(t, f.superDSN,
-		`CREATE ROLE "`+login+`" LOGIN PASSWORD 'known' IN ROLE "`+f.emea.GetName()+`", "`+f.apac.GetName()+`", "`+f.amer.GetName()+`"`,
-		`GRANT "`+login+`" TO "`+f.adminUser+`"`)
+	// Ours (a crash after the cluster commit), with the admin made a member of it.
+	_, err := f.targetConn(t).EnsureSetLogin(ctx, login, secret.ScramVerifier("known", 4096), []target.Member{
+		{Name: f.emea.GetName(), OID: int64(f.emea.GetOid())}, {Name: f.apac.GetName(), OID: int64(f.apac.GetOid())},
+		{Name: f.amer.GetName(), OID: int64(f.amer.GetOid())}}, f.targetDB, f.r.eng.LoginProof(login))
+	require.NoError(t, err)
+	superExec(t, f.superDSN, `GRANT "`+login+`" TO "`+f.adminUser+`"`)
 	f.policy.setMember(member{Email: "ivy@x", Username: "ivy", Groups: []string{"emea", "apac", "amer"}})
 	c, err := f.resolve(f.r, f.viewerRun("ivy@x"), "datatable://main?as=viewer")
 	require.NoError(t, err, "a login the admin is a member of is taken back, not refused")

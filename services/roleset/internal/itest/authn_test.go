@@ -120,7 +120,10 @@ func startPolicy(t *testing.T) string {
 	t.Helper()
 	bin := servicetest.BuildPolicy(t)
 	dsn := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
-		out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", dsn).CombinedOutput()
+		// Secrets in the environment, never on a command line (ps shows those to every user).
+		mig := exec.CommandContext(ctx, bin, "migrate")
+		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+		out, err := mig.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("policy migrate: %w: %s", err, out)
 		}
@@ -129,8 +132,9 @@ func startPolicy(t *testing.T) string {
 	addr := servicetest.FreeAddr(t)
 	ctx, stop := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--grpc-addr", addr, "--metrics-addr", "",
-		"--database-url", dsn, "--billing-addr", "", "--log-level", "error")
-	cmd.Env = append(os.Environ(), "MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
+		"--no-billing", "--log-level", "error")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn,
+		"MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { stop(); _ = cmd.Wait() })
@@ -144,10 +148,13 @@ func startRoleset(t *testing.T, policyAddr string) (string, string) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	grpcAddr, metricsAddr := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
+	// Secrets come from the environment: roleset refuses them as flags.
+	t.Setenv("DATABASE_URL", pgtest.NewDatabase(t, "roleset", migrator))
+	t.Setenv("MILLWRIGHT_ENCRYPTION_KEY", "k1:"+base64.StdEncoding.EncodeToString(key))
+	t.Setenv("MILLWRIGHT_ADMIN_TOKEN", adminToken)
+	t.Setenv("MILLWRIGHT_SERVICE_TOKEN", serviceToken)
 	args := []string{"--grpc-addr", grpcAddr, "--metrics-addr", metricsAddr,
-		"--database-url", pgtest.NewDatabase(t, "roleset", migrator), "--instance-id", "inst-" + randHex(4),
-		"--encryption-key", "k1:" + base64.StdEncoding.EncodeToString(key), "--policy-addr", policyAddr,
-		"--admin-token", adminToken, "--service-token", serviceToken, "--log-level", "error",
+		"--instance-id", "inst-" + randHex(4), "--policy-addr", policyAddr, "--log-level", "error",
 		"--shutdown-timeout", "1s"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

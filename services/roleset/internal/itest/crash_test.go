@@ -68,7 +68,8 @@ func TestCrashWindows(t *testing.T) {
 	t.Run("ensure: login committed, row not written", func(t *testing.T) {
 		// What a crash after the cluster commit leaves: a login with a password nobody has.
 		lost := secret.NewPassword()
-		require.NoError(t, tc.CreateSetLogin(ctx, carolLogin, secret.ScramVerifier(lost, 4096), members, f.targetDB))
+		_, err := tc.EnsureSetLogin(ctx, carolLogin, secret.ScramVerifier(lost, 4096), members, f.targetDB, f.r.eng.LoginProof(carolLogin))
+		require.NoError(t, err)
 		c, err := f.resolve(f.r, f.viewerRun("carol@x"), "datatable://main?as=viewer")
 		require.NoError(t, err)
 		require.Equal(t, carolLogin, c.GetUser())
@@ -80,10 +81,14 @@ func TestCrashWindows(t *testing.T) {
 		f.checkRows(t)
 	})
 
-	t.Run("ensure: login found with extra memberships and a member is taken back clean", func(t *testing.T) {
+	t.Run("ensure: our login found with extra memberships and a member is taken back clean", func(t *testing.T) {
 		login := f.setLogin(t, f.emea.GetOid(), f.amer.GetOid())
+		// Ours (a crash after the cluster commit), then changed by someone else.
+		_, err := tc.EnsureSetLogin(ctx, login, secret.ScramVerifier("known", 4096),
+			[]target.Member{{Name: f.emea.GetName(), OID: int64(f.emea.GetOid())}, {Name: f.amer.GetName(), OID: int64(f.amer.GetOid())}},
+			f.targetDB, f.r.eng.LoginProof(login))
+		require.NoError(t, err)
 		superExec(t, f.superDSN,
-			`CREATE ROLE "`+login+`" LOGIN PASSWORD 'known'`,
 			`GRANT "`+f.apac.GetName()+`" TO "`+login+`"`,
 			`CREATE ROLE snoop_`+strings.TrimPrefix(login, "wm_set_")[:8]+` LOGIN IN ROLE "`+login+`"`)
 		f.policy.setMember(member{Email: "gina@x", Username: "gina", Groups: []string{"emea", "amer"}})

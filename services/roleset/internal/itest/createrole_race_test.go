@@ -15,7 +15,6 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
-	"github.com/millwright/millwright/services/roleset/internal/target"
 )
 
 // TestCreateRoleRace: 8 concurrent CreateRole calls of one name (client retries while the
@@ -91,7 +90,7 @@ WHERE cluster_id = $1 AND name = $2`, e.clusterID, name).Scan(&id, &state, &oid,
 				name).Scan(&clusterOID, &comment))
 			require.Equal(t, oid, clusterOID, "the row names the cluster role")
 			require.NotNil(t, comment)
-			require.Equal(t, target.Marker(e.instance, id), *comment, "the cluster role is the winner's")
+			require.True(t, a.eng.RoleProof(id).Verify(*comment, clusterOID), "the cluster role is the winner's: %s", *comment)
 
 			pw, err := keys.Decrypt(enc, fmt.Sprintf("role:%d", id))
 			require.NoError(t, err)

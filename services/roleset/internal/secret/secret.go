@@ -3,6 +3,7 @@ package secret
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -20,6 +21,7 @@ import (
 type Keyring struct {
 	current string
 	aeads   map[string]cipher.AEAD
+	macKeys map[string][]byte // per key id: the ownership-proof key derived from it (Prove)
 }
 
 var keyIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -31,7 +33,7 @@ func ParseKeyring(spec string) (*Keyring, error) {
 	if spec == "" {
 		return nil, errors.New("encryption key: empty")
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
 	for i, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		id, b64, ok := strings.Cut(part, ":")
@@ -60,6 +62,10 @@ func ParseKeyring(spec string) (*Keyring, error) {
 			return nil, fmt.Errorf("encryption key %q: duplicate id", id)
 		}
 		k.aeads[id] = aead
+		// A separate key for MACs, so the encryption key is never used for two purposes.
+		if k.macKeys[id], err = hkdf.Key(sha256.New, raw, nil, proofInfo, sha256.Size); err != nil {
+			return nil, err
+		}
 		if i == 0 {
 			k.current = id
 		}
@@ -108,6 +114,41 @@ func (k *Keyring) Decrypt(ct []byte, aad string) (string, error) {
 		return "", ErrUndecryptable
 	}
 	return string(pt), nil
+}
+
+// proofInfo is the HKDF label of the ownership-proof key; a new proof format gets a new label.
+const proofInfo = "millwright roleset ownership proof v1"
+
+// Prove returns "<key id>:<MAC>": HMAC-SHA256 of msg under the ownership-proof key derived
+// from the current key. roleset writes it as the comment of each role it makes on a target
+// cluster: another holder of CREATEROLE there can read and copy comments but, without this
+// key, cannot make one that verifies for another message (msg binds the role's oid).
+func (k *Keyring) Prove(msg string) string {
+	return k.current + ":" + base64.RawURLEncoding.EncodeToString(macOf(k.macKeys[k.current], msg))
+}
+
+// VerifyProof reports whether proof is Prove(msg) under any key of the ring (the key id in
+// front says which), in constant time.
+func (k *Keyring) VerifyProof(msg, proof string) bool {
+	id, b64, ok := strings.Cut(proof, ":")
+	if !ok {
+		return false
+	}
+	key, ok := k.macKeys[id]
+	if !ok {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(b64)
+	if err != nil {
+		return false
+	}
+	return hmac.Equal(got, macOf(key, msg))
+}
+
+func macOf(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
 }
 
 // NewPassword returns a random 256-bit password, URL-safe base64 (43 characters): safe in a

@@ -81,3 +81,38 @@ func TestScramVerifierVector(t *testing.T) {
 	require.Equal(t, "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", sig)
 	require.NotContains(t, ScramVerifier("pencil", 4096), "pencil")
 }
+
+func TestProof(t *testing.T) {
+	old, err := ParseKeyring("old:" + testKey(1))
+	require.NoError(t, err)
+	rotated, err := ParseKeyring("new:" + testKey(2) + ",old:" + testKey(1))
+	require.NoError(t, err)
+	other, err := ParseKeyring("old:" + testKey(3)) // same key id, another key
+	require.NoError(t, err)
+	p := old.Prove("msg")
+	require.True(t, strings.HasPrefix(p, "old:"))
+	cases := []struct {
+		name  string
+		ring  *Keyring
+		msg   string
+		proof string
+		want  bool
+	}{
+		{"same key", old, "msg", p, true},
+		{"rotated ring verifies the old key's proof", rotated, "msg", p, true},
+		{"rotated ring proves with the new key", rotated, "msg", rotated.Prove("msg"), true},
+		{"another message", old, "msg2", p, false},
+		{"another key under the same id", other, "msg", p, false},
+		{"a proof made without the key", old, "msg", "old:" + strings.Repeat("A", 43), false},
+		{"unknown key id", old, "msg", "zz" + p[3:], false},
+		{"no key id", old, "msg", p[4:], false},
+		{"empty", old, "msg", "", false},
+		{"not base64", old, "msg", "old:!!", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.ring.VerifyProof(tc.msg, tc.proof))
+		})
+	}
+	require.NotEqual(t, old.Prove("msg"), other.Prove("msg"))
+}

@@ -105,25 +105,20 @@ type Member struct {
 
 // LoginInfo is what the cluster says about a role name.
 type LoginInfo struct {
-	Exists     bool
-	OID        int64
-	CanLogin   bool
-	Privileged bool     // superuser, createrole, createdb, replication or bypassrls
-	HasDeps    bool     // owns objects or holds direct grants (pg_shdepend, every database)
-	MemberOf   []Member // roles it is a member of
-	Members    []string // roles that are members of it, the admin login itself left out (see checkBlock)
+	Exists   bool
+	OID      int64
+	MemberOf []Member // roles it is a member of
+	Members  []string // roles that are members of it, the admin login itself left out
 }
 
 // Lookup reads a role by name.
 func (c *Cluster) Lookup(ctx context.Context, name string) (LoginInfo, error) {
 	var li LoginInfo
 	err := c.pool.QueryRow(ctx, `
-SELECT r.oid::bigint, r.rolcanlogin,
-       r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls,
-       EXISTS (SELECT FROM pg_shdepend s WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid AND s.deptype IN ('o', 'a', 'i')),
+SELECT r.oid::bigint,
        coalesce((SELECT array_agg(DISTINCT g.rolname::text) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member
                  WHERE m.roleid = r.oid AND g.rolname <> current_user), '{}')
-FROM pg_roles r WHERE r.rolname = $1`, name).Scan(&li.OID, &li.CanLogin, &li.Privileged, &li.HasDeps, &li.Members)
+FROM pg_roles r WHERE r.rolname = $1`, name).Scan(&li.OID, &li.Members)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return li, nil
 	}
@@ -144,29 +139,234 @@ FROM pg_roles r WHERE r.rolname = $1`, name).Scan(&li.OID, &li.CanLogin, &li.Pri
 	return li, err
 }
 
-// checkBlock builds a DO block that aborts the implicit transaction unless login is a LOGIN
-// role whose memberships are exactly oids, that nobody is a member of, and that may connect to
-// database: what "can authenticate, with exactly these roles" means on the cluster side. The
-// password half is ours: the verifier just set is the one built from the stored password.
+// ---- ownership: what makes a role found on the cluster ours ----
+
+// CommentPrefix starts every comment this service writes on a role it creates.
+const CommentPrefix = "millwright roleset "
+
+// Proof makes and checks the ownership proof written as the comment of a role we create: a
+// MAC, under a key only this instance holds, of who we are, which role it is to us, and its
+// oid. Another holder of CREATEROLE on the cluster can read comments, copy them and write its
+// own, but cannot make one that verifies for a role it created (another oid).
+type Proof interface {
+	Comment(oid int64) string
+	Verify(comment string, oid int64) bool
+}
+
+// ErrNotOurs is a role under one of our names whose comment does not verify as our
+// ownership proof: made by someone else (or forged). It is never adopted, taken back or
+// dropped; the caller refuses and leaves it alone.
+var ErrNotOurs = errors.New("target: the role on the cluster is not provably ours")
+
+// ErrRoleExists is a role name already taken on the cluster by a role that does not claim to
+// be ours (its comment does not start with CommentPrefix).
+var ErrRoleExists = errors.New("target: role exists")
+
+// TamperedError is a role that is ours (its proof verifies) but carries what a planter could
+// have set and we cannot reset, or failed the check after the reset: the transaction was
+// rolled back and the role left as it is.
+type TamperedError struct {
+	Role  string
+	Check string // which check failed
+}
+
+func (e *TamperedError) Error() string {
+	return fmt.Sprintf("target: role %s was changed on the cluster by someone else: %s", e.Role, e.Check)
+}
+
+// roleSpec is what one of our roles must be on the cluster, exactly.
+type roleSpec struct {
+	name     string
+	verifier string
+	memberOf []Member // the roles it is a member of (set logins); none for catalog roles
+	// adminHolds: the admin is a member of the role (GRANT r TO CURRENT_USER), so a delete can
+	// REASSIGN and DROP OWNED. Catalog roles only.
+	adminHolds bool
+	database   string // the role must have CONNECT on it ("": no check)
+	proof      Proof
+}
+
+// attrs are the attributes of every role we make. NOSUPERUSER, NOREPLICATION and NOBYPASSRLS
+// are the defaults and cannot be written by a non-superuser admin at all (ALTER ROLE refuses
+// even the NO forms), so a planter without superuser cannot set them either; they are
+// checked, not written.
+const attrs = "LOGIN NOCREATEDB NOCREATEROLE INHERIT CONNECTION LIMIT -1 VALID UNTIL 'infinity'"
+
+// ensureRole creates the role of s, or takes back the one of that name that the cluster
+// already holds, in one transaction that ends with verifyBlock:
+//
+//   - absent: CREATE ROLE, its proof as its comment (the oid is known only after the CREATE,
+//     hence an explicit transaction rather than one multi-statement query), memberships;
+//   - present, proof not verifying: ErrNotOurs (or ErrRoleExists, for a catalog role whose
+//     comment does not even claim to be ours), nothing done;
+//   - present and ours: refused (TamperedError) if it owns objects or holds grants in any
+//     database (pg_shdepend) or is SUPERUSER, REPLICATION or BYPASSRLS, which we cannot undo;
+//     otherwise everything a planter could have set is reset: attributes, new password,
+//     role-level settings in every database, memberships in both directions.
+//
+// Then the whole state is checked again before the commit (verifyBlock); a failure rolls
+// everything back (TamperedError). It returns the oid and whether a role was taken back,
+// whose sessions the caller must end: whoever held the old password or a membership is out.
+func (c *Cluster) ensureRole(ctx context.Context, s roleSpec) (int64, bool, error) {
+	tx, err := c.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	members := sortedMembers(s.memberOf)
+	var locks strings.Builder
+	names := make([]string, len(members))
+	for i, m := range members {
+		if err := checkRoleName(m.Name); err != nil {
+			return 0, false, err
+		}
+		locks.WriteString(roleLock(m.OID))
+		names[i] = q(m.Name)
+	}
+	if locks.Len() > 0 {
+		if _, err := tx.Exec(ctx, locks.String()); err != nil {
+			return 0, false, err
+		}
+	}
+	var oid int64
+	var comment *string
+	var unsettable, deps bool
+	err = tx.QueryRow(ctx, `
+SELECT r.oid::bigint, shobj_description(r.oid, 'pg_authid'), r.rolsuper OR r.rolreplication OR r.rolbypassrls,
+       EXISTS (SELECT FROM pg_shdepend d WHERE d.refclassid = 'pg_authid'::regclass AND d.refobjid = r.oid
+               AND d.classid <> 'pg_auth_members'::regclass)
+FROM pg_roles r WHERE r.rolname = $1`, s.name).Scan(&oid, &comment, &unsettable, &deps)
+	tookBack := err == nil
+	var b strings.Builder
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		in := ""
+		if len(names) > 0 {
+			in = " IN ROLE " + strings.Join(names, ", ")
+		}
+		// INHERIT: privileges come through membership, so SET ROLE only narrows. On PG16 the
+		// grant's inherit option defaults from the member's INHERIT attribute, so the same
+		// statement gives inheriting grants there too (postgres-roles.md §5).
+		if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE ROLE %s %s PASSWORD %s%s", q(s.name), attrs, lit(s.verifier), in)); err != nil {
+			return 0, false, err
+		}
+		if err := tx.QueryRow(ctx, `SELECT oid::bigint FROM pg_roles WHERE rolname = $1`, s.name).Scan(&oid); err != nil {
+			return 0, false, err
+		}
+	case err != nil:
+		return 0, false, err
+	case comment == nil || !s.proof.Verify(*comment, oid):
+		if s.adminHolds && (comment == nil || !strings.HasPrefix(*comment, CommentPrefix)) {
+			return 0, false, ErrRoleExists
+		}
+		return 0, false, ErrNotOurs
+	case unsettable:
+		return 0, false, &TamperedError{Role: s.name, Check: "it is SUPERUSER, REPLICATION or BYPASSRLS"}
+	case deps:
+		return 0, false, &TamperedError{Role: s.name, Check: "it owns objects or holds privileges on objects (pg_shdepend)"}
+	default:
+		fmt.Fprintf(&b, "ALTER ROLE %s %s PASSWORD %s;\nALTER ROLE %s RESET ALL;\n", q(s.name), attrs, lit(s.verifier), q(s.name))
+		b.WriteString(resetBlock(s.name, oid, oidsOf(members)))
+		for _, n := range names {
+			fmt.Fprintf(&b, "GRANT %s TO %s;\n", n, q(s.name)) // a NOTICE, no error, if already granted
+		}
+	}
+	if !tookBack {
+		fmt.Fprintf(&b, "COMMENT ON ROLE %s IS %s;\n", q(s.name), lit(s.proof.Comment(oid)))
+	}
+	if s.adminHolds {
+		fmt.Fprintf(&b, "GRANT %s TO CURRENT_USER;\n", q(s.name))
+	}
+	b.WriteString(verifyBlock(s, oid, oidsOf(members)))
+	if _, err := tx.Exec(ctx, b.String()); err != nil {
+		return 0, false, asTampered(s.name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, false, err
+	}
+	return oid, tookBack, nil
+}
+
+// resetBlock undoes what a planter holding CREATEROLE could have set on the role with oid that
+// ALTER ROLE ... RESET ALL does not: its settings in each database (ALTER ROLE ... IN DATABASE
+// d SET), its memberships in roles other than keep, and every member of it but the admin
+// (whom PG16 makes a member of each role it creates). Names are read from the catalogs inside
+// the transaction and quoted with format('%I').
+func resetBlock(name string, oid int64, keep []int64) string {
+	return fmt.Sprintf(`DO $mw$ DECLARE x record; BEGIN
+  FOR x IN SELECT d.datname FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE s.setrole = %[2]d LOOP
+    EXECUTE format('ALTER ROLE %%I IN DATABASE %%I RESET ALL', %[1]s, x.datname);
+  END LOOP;
+  FOR x IN SELECT DISTINCT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+           WHERE m.member = %[2]d AND NOT m.roleid::bigint = ANY ('{%[3]s}'::bigint[]) LOOP
+    EXECUTE format('REVOKE %%I FROM %%I', x.rolname, %[1]s);
+  END LOOP;
+  FOR x IN SELECT DISTINCT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.member
+           WHERE m.roleid = %[2]d AND g.rolname <> current_user LOOP
+    EXECUTE format('REVOKE %%I FROM %%I', %[1]s, x.rolname);
+  END LOOP;
+END $mw$;
+`, lit(name), oid, joinOIDs(keep))
+}
+
+// verifyBlock aborts the transaction unless the role named s.name is the role with oid and
+// exactly what s says: our attributes (LOGIN INHERIT, not SUPERUSER, CREATEDB, CREATEROLE,
+// REPLICATION or BYPASSRLS, no connection limit, VALID UNTIL infinity); a member of exactly
+// memberOf; nobody a member of it but the admin (required when adminHolds); no membership
+// granted by it; no role-level setting in any database; no owned object or privilege in any
+// database (pg_shdepend); CONNECT on s.database if set. What "can authenticate, with exactly
+// these roles, and nothing else" means on the cluster side; the password half is ours (the
+// verifier just set is the one built from the stored password).
 //
 // "Nobody" leaves out the admin login this service runs as: on PG16 and later a CREATEROLE
 // role that creates a role is granted it automatically (with ADMIN OPTION, which it needs to
 // manage it), and the admin is already a member of every role the login holds.
-func checkBlock(login string, oids []int64, database string) string {
+func verifyBlock(s roleSpec, oid int64, memberOf []int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `DO $mw$ DECLARE l oid; me oid := (SELECT oid FROM pg_roles WHERE rolname = current_user); BEGIN
+  SELECT oid INTO l FROM pg_roles WHERE rolname = %[1]s AND oid = %[2]d;
+  IF l IS NULL THEN RAISE EXCEPTION 'millwright: the role is missing or has another oid'; END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE oid = l AND rolcanlogin AND rolinherit AND NOT rolsuper AND NOT rolcreatedb
+       AND NOT rolcreaterole AND NOT rolreplication AND NOT rolbypassrls AND rolconnlimit = -1 AND rolvaliduntil = 'infinity')
+     THEN RAISE EXCEPTION 'millwright: attributes differ from %[4]s'; END IF;
+  IF (SELECT coalesce(array_agg(DISTINCT roleid::bigint ORDER BY roleid::bigint), '{}') FROM pg_auth_members WHERE member = l)
+     IS DISTINCT FROM '{%[3]s}'::bigint[] THEN RAISE EXCEPTION 'millwright: membership mismatch'; END IF;
+  IF EXISTS (SELECT FROM pg_auth_members WHERE roleid = l AND member <> me)
+     THEN RAISE EXCEPTION 'millwright: the role has members'; END IF;
+  IF EXISTS (SELECT FROM pg_auth_members WHERE grantor = l)
+     THEN RAISE EXCEPTION 'millwright: the role granted memberships'; END IF;
+  IF EXISTS (SELECT FROM pg_db_role_setting WHERE setrole = l)
+     THEN RAISE EXCEPTION 'millwright: the role has role-level settings'; END IF;
+  IF EXISTS (SELECT FROM pg_shdepend WHERE refclassid = 'pg_authid'::regclass AND refobjid = l AND classid <> 'pg_auth_members'::regclass)
+     THEN RAISE EXCEPTION 'millwright: the role owns objects or holds privileges on objects'; END IF;
+`, lit(s.name), oid, joinOIDs(memberOf), strings.ReplaceAll(attrs, "'", ""))
+	if s.adminHolds {
+		b.WriteString(`  IF NOT EXISTS (SELECT FROM pg_auth_members WHERE roleid = l AND member = me)
+     THEN RAISE EXCEPTION 'millwright: the admin is not a member'; END IF;
+`)
+	}
+	if s.database != "" {
+		fmt.Fprintf(&b, "  IF NOT has_database_privilege(l, %s, 'CONNECT') THEN RAISE EXCEPTION 'millwright: no CONNECT'; END IF;\n", lit(s.database))
+	}
+	b.WriteString("END $mw$;\n")
+	return b.String()
+}
+
+// asTampered turns a verifyBlock refusal (raise_exception with our prefix) into a TamperedError.
+func asTampered(role string, err error) error {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "P0001" && strings.HasPrefix(pg.Message, "millwright: ") {
+		return &TamperedError{Role: role, Check: strings.TrimPrefix(pg.Message, "millwright: ")}
+	}
+	return err
+}
+
+func joinOIDs(oids []int64) string {
 	arr := make([]string, len(oids))
 	for i, o := range oids {
 		arr[i] = strconv.FormatInt(o, 10)
 	}
-	return fmt.Sprintf(`DO $mw$ DECLARE l oid; BEGIN
-  SELECT oid INTO l FROM pg_roles WHERE rolname = %[1]s AND rolcanlogin;
-  IF l IS NULL THEN RAISE EXCEPTION 'millwright: login missing or NOLOGIN'; END IF;
-  IF (SELECT array_agg(DISTINCT roleid::bigint ORDER BY roleid::bigint) FROM pg_auth_members WHERE member = l)
-     IS DISTINCT FROM '{%[2]s}'::bigint[] THEN RAISE EXCEPTION 'millwright: membership mismatch'; END IF;
-  IF EXISTS (SELECT FROM pg_auth_members WHERE roleid = l AND member <> (SELECT oid FROM pg_roles WHERE rolname = current_user))
-     THEN RAISE EXCEPTION 'millwright: login has members'; END IF;
-  IF NOT has_database_privilege(l, %[3]s, 'CONNECT') THEN RAISE EXCEPTION 'millwright: no CONNECT'; END IF;
-END $mw$;
-`, lit(login), strings.Join(arr, ","), lit(database))
+	return strings.Join(arr, ",")
 }
 
 func sortedMembers(ms []Member) []Member {
@@ -183,85 +383,24 @@ func oidsOf(ms []Member) []int64 {
 	return out
 }
 
-// CreateSetLogin creates login as a LOGIN, INHERIT member of exactly members, with the
-// verifier, in one implicit transaction that takes each member role's lock (the orphan
-// membership race: DropRole takes it too) and verifies the result before committing. It
-// fails with 42710 if the login exists.
-func (c *Cluster) CreateSetLogin(ctx context.Context, login, verifier string, members []Member, database string) error {
+// EnsureSetLogin creates login as a LOGIN, INHERIT member of exactly members, with the
+// verifier and its ownership proof, taking each member role's lock (the orphan membership
+// race: DropRole takes it too). A login of that name already on the cluster (a crash after
+// the cluster commit left it without a row) is taken back only if its proof verifies, reset
+// and checked as ensureRole says, then its sessions are ended. It reports whether it took a
+// login back; ErrNotOurs and *TamperedError are refusals that changed nothing.
+func (c *Cluster) EnsureSetLogin(ctx context.Context, login, verifier string, members []Member, database string, proof Proof) (bool, error) {
 	if err := CheckSetLoginName(login); err != nil {
-		return err
+		return false, err
 	}
 	if err := checkVerifier(verifier); err != nil {
-		return err
+		return false, err
 	}
-	members = sortedMembers(members)
-	var b strings.Builder
-	names := make([]string, len(members))
-	for i, m := range members {
-		if err := checkRoleName(m.Name); err != nil {
-			return err
-		}
-		b.WriteString(roleLock(m.OID))
-		names[i] = q(m.Name)
+	_, tookBack, err := c.ensureRole(ctx, roleSpec{name: login, verifier: verifier, memberOf: members, database: database, proof: proof})
+	if err != nil || !tookBack {
+		return tookBack, err
 	}
-	// INHERIT: privileges come through membership, so SET ROLE only narrows. On PG16 the
-	// grant's inherit option defaults from the member's INHERIT attribute, so the same
-	// statement gives inheriting grants there too (postgres-roles.md §5).
-	fmt.Fprintf(&b, "CREATE ROLE %s LOGIN INHERIT CONNECTION LIMIT -1 VALID UNTIL 'infinity' PASSWORD %s IN ROLE %s;\n",
-		q(login), lit(verifier), strings.Join(names, ", "))
-	b.WriteString(checkBlock(login, oidsOf(members), database))
-	_, err := c.pool.Exec(ctx, b.String())
-	return err
-}
-
-// ErrForeignLogin is a login found under our name that this service cannot safely take over
-// (privileged attributes, owned objects or direct grants).
-var ErrForeignLogin = errors.New("target: existing login is not safe to take back")
-
-// TakeBackSetLogin re-keys an existing login that has no row: new verifier, LOGIN, memberships
-// reset to exactly members, members of it revoked; verified in the same transaction. Then its
-// sessions are ended: whoever held the old password is cut off.
-func (c *Cluster) TakeBackSetLogin(ctx context.Context, login, verifier string, members []Member, database string, li LoginInfo) error {
-	if err := CheckSetLoginName(login); err != nil {
-		return err
-	}
-	if err := checkVerifier(verifier); err != nil {
-		return err
-	}
-	if li.Privileged || li.HasDeps {
-		return ErrForeignLogin
-	}
-	members = sortedMembers(members)
-	want := map[int64]bool{}
-	var b strings.Builder
-	for _, m := range members {
-		if err := checkRoleName(m.Name); err != nil {
-			return err
-		}
-		want[m.OID] = true
-		b.WriteString(roleLock(m.OID))
-	}
-	fmt.Fprintf(&b, "ALTER ROLE %s LOGIN INHERIT CONNECTION LIMIT -1 VALID UNTIL 'infinity' PASSWORD %s;\n", q(login), lit(verifier))
-	have := map[int64]bool{}
-	for _, m := range li.MemberOf {
-		have[m.OID] = true
-		if !want[m.OID] {
-			fmt.Fprintf(&b, "REVOKE %s FROM %s;\n", q(m.Name), q(login))
-		}
-	}
-	for _, m := range members {
-		if !have[m.OID] {
-			fmt.Fprintf(&b, "GRANT %s TO %s;\n", q(m.Name), q(login))
-		}
-	}
-	for _, m := range li.Members {
-		fmt.Fprintf(&b, "REVOKE %s FROM %s;\n", q(login), q(m))
-	}
-	b.WriteString(checkBlock(login, oidsOf(members), database))
-	if _, err := c.pool.Exec(ctx, b.String()); err != nil {
-		return err
-	}
-	return c.Terminate(ctx, login)
+	return true, c.Terminate(ctx, login)
 }
 
 // Terminate ends every session of the role, twice (a login can be mid-authentication during
@@ -318,53 +457,32 @@ func (c *Cluster) RetireSetLogin(ctx context.Context, login string) error {
 
 // ---- catalog roles ----
 
-// Marker is the comment this service puts on each role it creates, so an interrupted creation
-// can be recognized as ours and never confused with a role someone else made.
-func Marker(instanceID string, roleID int64) string {
-	return fmt.Sprintf("millwright roleset %s role %d", instanceID, roleID)
-}
-
-// ErrRoleExists is a role name already taken on the cluster by a role that is not ours.
-var ErrRoleExists = errors.New("target: role exists")
-
-// CreateRole creates a catalog role: LOGIN with the verifier, marked with marker, granted to
-// the admin (so a later delete can REASSIGN/DROP OWNED). If a role of that name exists with our
-// marker (an interrupted creation) it is taken back with the new verifier; any other existing
-// role is ErrRoleExists. It returns the oid.
-func (c *Cluster) CreateRole(ctx context.Context, name, verifier, marker string) (int64, error) {
+// CreateRole creates a catalog role: LOGIN with the verifier, its ownership proof as its
+// comment, granted to the admin (so a later delete can REASSIGN/DROP OWNED), in one
+// transaction. A role of that name whose proof verifies (an interrupted creation of ours) is
+// taken back as ensureRole says and its sessions ended; one whose comment claims to be ours
+// without verifying is ErrNotOurs; any other is ErrRoleExists. It returns the oid.
+func (c *Cluster) CreateRole(ctx context.Context, name, verifier string, proof Proof) (int64, error) {
 	if err := checkRoleName(name); err != nil {
 		return 0, err
 	}
 	if err := checkVerifier(verifier); err != nil {
 		return 0, err
 	}
-	var oid int64
-	var comment *string
-	err := c.pool.QueryRow(ctx, `SELECT oid::bigint, shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, name).Scan(&oid, &comment)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		sql := fmt.Sprintf("CREATE ROLE %[1]s LOGIN INHERIT VALID UNTIL 'infinity' PASSWORD %[2]s;\nCOMMENT ON ROLE %[1]s IS %[3]s;\nGRANT %[1]s TO CURRENT_USER;\n",
-			q(name), lit(verifier), lit(marker))
-		if _, err := c.pool.Exec(ctx, sql); err != nil {
-			var pg *pgconn.PgError
-			if errors.As(err, &pg) && (pg.Code == "42710" || pg.Code == "23505") {
-				return 0, ErrRoleExists
-			}
-			return 0, err
-		}
-		err = c.pool.QueryRow(ctx, `SELECT oid::bigint FROM pg_roles WHERE rolname = $1`, name).Scan(&oid)
-		return oid, err
-	case err != nil:
-		return 0, err
-	case comment == nil || *comment != marker:
+	oid, tookBack, err := c.ensureRole(ctx, roleSpec{name: name, verifier: verifier, adminHolds: true, proof: proof})
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && (pg.Code == "42710" || pg.Code == "23505") { // created meanwhile by someone else
 		return 0, ErrRoleExists
 	}
-	_, err = c.pool.Exec(ctx, fmt.Sprintf("ALTER ROLE %s LOGIN VALID UNTIL 'infinity' PASSWORD %s", q(name), lit(verifier)))
-	return oid, err
+	if err != nil || !tookBack {
+		return oid, err
+	}
+	return oid, c.Terminate(ctx, name)
 }
 
-// RoleName returns the current name of the role with oid, if it exists and carries marker.
-func (c *Cluster) RoleName(ctx context.Context, oid int64, marker string) (string, bool, error) {
+// RoleName returns the current name of the role with oid, if it exists, and whether it is ours
+// by proof.
+func (c *Cluster) RoleName(ctx context.Context, oid int64, proof Proof) (string, bool, error) {
 	var name string
 	var comment *string
 	err := c.pool.QueryRow(ctx, `SELECT rolname::text, shobj_description(oid, 'pg_authid') FROM pg_roles WHERE oid = $1`, oid).Scan(&name, &comment)
@@ -374,7 +492,7 @@ func (c *Cluster) RoleName(ctx context.Context, oid int64, marker string) (strin
 	if err != nil {
 		return "", false, err
 	}
-	return name, comment != nil && *comment == marker, nil
+	return name, comment != nil && proof.Verify(*comment, oid), nil
 }
 
 // CanLogin reports the role's rolcanlogin (false if it does not exist).
@@ -421,16 +539,16 @@ func (c *Cluster) RenameRole(ctx context.Context, from, to string) error {
 	return err
 }
 
-// DropRole drops the catalog role with oid (if it still exists and carries marker): its
+// DropRole drops the catalog role with oid (if it still exists and its proof verifies): its
 // sessions are ended, in every database where it owns objects or holds privileges they are
 // reassigned to the admin and its privileges dropped, then the role is dropped under its lock.
-func (c *Cluster) DropRole(ctx context.Context, oid int64, marker string) error {
-	name, ours, err := c.RoleName(ctx, oid, marker)
+func (c *Cluster) DropRole(ctx context.Context, oid int64, proof Proof) error {
+	name, ours, err := c.RoleName(ctx, oid, proof)
 	if err != nil || name == "" {
 		return err
 	}
 	if !ours {
-		return ErrRoleExists // not ours any more: never drop it
+		return ErrNotOurs // not ours any more: never drop it
 	}
 	if err := checkRoleName(name); err != nil {
 		return err

@@ -53,6 +53,10 @@ const (
 	ErrorReason_ERROR_REASON_SCHEMA_NOT_READY ErrorReason = 21
 	// A concurrent write conflicted; the call may be retried.
 	ErrorReason_ERROR_REASON_CONFLICT_RETRY ErrorReason = 22
+	// The process is at its bound of expensive work in flight (builder checks, weighted by request
+	// size) and the call waited its queueing time without a slot: ResourceExhausted, retry later.
+	// Cheap calls (Authenticate, the other services' token checks) are never held by this bound.
+	ErrorReason_ERROR_REASON_OVERLOADED ErrorReason = 23
 	// Operator builder rights are off in this workspace (spec: operator-builder-rights).
 	ErrorReason_ERROR_REASON_BUILDER_RIGHTS_OFF ErrorReason = 40
 	// A flow step or app component carries code (raw script, inline script).
@@ -80,6 +84,13 @@ const (
 	ErrorReason_ERROR_REASON_SOURCE_DEPLOY ErrorReason = 51
 	// A value exceeds the depth or size limits.
 	ErrorReason_ERROR_REASON_VALUE_TOO_LARGE ErrorReason = 52
+	// An app triggerable key (or a preview path) the check cannot read as a workspace runnable:
+	// no known prefix (script/, flow/, hubscript/, rawscript/, behind an optional <component>:),
+	// or a script/ or flow/ path containing ':'. Refused rather than skipped.
+	ErrorReason_ERROR_REASON_UNKNOWN_TRIGGERABLE ErrorReason = 53
+	// A shape the check knows the closed set of, with a member outside it: an app runnable's type,
+	// a flow input transform's type. Refused rather than skipped.
+	ErrorReason_ERROR_REASON_UNKNOWN_SHAPE ErrorReason = 54
 	// The run has no recorded viewer (anonymous, schedule, trigger, AI tool job).
 	ErrorReason_ERROR_REASON_NO_VIEWER ErrorReason = 60
 	// No enabled role's tenants name the caller or viewer.
@@ -90,6 +101,15 @@ const (
 	ErrorReason_ERROR_REASON_RESERVED_NAME ErrorReason = 63
 	// The data-table reference is malformed. Metadata: `rule`.
 	ErrorReason_ERROR_REASON_MALFORMED_REFERENCE ErrorReason = 64
+	// A role of our name exists on the target cluster, but its comment is not this instance's
+	// ownership proof (a MAC, under a key only this instance holds, of the instance id, the role
+	// id or login name, and the role's oid): it was not made by this instance, or was forged, and
+	// is never adopted or taken back. It is left as it is. Metadata: `role`.
+	ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS ErrorReason = 65
+	// A role this instance made carries state it cannot reset: owned objects or grants on objects
+	// (pg_shdepend), SUPERUSER, REPLICATION or BYPASSRLS, or a state that failed the check after
+	// the reset. Adopting or taking it back was rolled back. Metadata: `role`, `check`.
+	ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED ErrorReason = 66
 	// The change would take seat usage over the licensed cap. Metadata: `before`, `after`, `cap`.
 	ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED ErrorReason = 80
 	// The billing projection has not yet applied the requested stream position.
@@ -112,6 +132,7 @@ var (
 		20: "ERROR_REASON_STREAM_RESYNC_REQUIRED",
 		21: "ERROR_REASON_SCHEMA_NOT_READY",
 		22: "ERROR_REASON_CONFLICT_RETRY",
+		23: "ERROR_REASON_OVERLOADED",
 		40: "ERROR_REASON_BUILDER_RIGHTS_OFF",
 		41: "ERROR_REASON_INLINE_CODE",
 		42: "ERROR_REASON_NODE_REFERENCE",
@@ -125,11 +146,15 @@ var (
 		50: "ERROR_REASON_RAWSCRIPT_KEY",
 		51: "ERROR_REASON_SOURCE_DEPLOY",
 		52: "ERROR_REASON_VALUE_TOO_LARGE",
+		53: "ERROR_REASON_UNKNOWN_TRIGGERABLE",
+		54: "ERROR_REASON_UNKNOWN_SHAPE",
 		60: "ERROR_REASON_NO_VIEWER",
 		61: "ERROR_REASON_NO_ROLE",
 		62: "ERROR_REASON_ROLE_DISABLED",
 		63: "ERROR_REASON_RESERVED_NAME",
 		64: "ERROR_REASON_MALFORMED_REFERENCE",
+		65: "ERROR_REASON_CLUSTER_ROLE_NOT_OURS",
+		66: "ERROR_REASON_CLUSTER_ROLE_TAMPERED",
 		80: "ERROR_REASON_SEAT_CAP_EXCEEDED",
 		81: "ERROR_REASON_PROJECTION_BEHIND",
 	}
@@ -147,6 +172,7 @@ var (
 		"ERROR_REASON_STREAM_RESYNC_REQUIRED": 20,
 		"ERROR_REASON_SCHEMA_NOT_READY":       21,
 		"ERROR_REASON_CONFLICT_RETRY":         22,
+		"ERROR_REASON_OVERLOADED":             23,
 		"ERROR_REASON_BUILDER_RIGHTS_OFF":     40,
 		"ERROR_REASON_INLINE_CODE":            41,
 		"ERROR_REASON_NODE_REFERENCE":         42,
@@ -160,11 +186,15 @@ var (
 		"ERROR_REASON_RAWSCRIPT_KEY":          50,
 		"ERROR_REASON_SOURCE_DEPLOY":          51,
 		"ERROR_REASON_VALUE_TOO_LARGE":        52,
+		"ERROR_REASON_UNKNOWN_TRIGGERABLE":    53,
+		"ERROR_REASON_UNKNOWN_SHAPE":          54,
 		"ERROR_REASON_NO_VIEWER":              60,
 		"ERROR_REASON_NO_ROLE":                61,
 		"ERROR_REASON_ROLE_DISABLED":          62,
 		"ERROR_REASON_RESERVED_NAME":          63,
 		"ERROR_REASON_MALFORMED_REFERENCE":    64,
+		"ERROR_REASON_CLUSTER_ROLE_NOT_OURS":  65,
+		"ERROR_REASON_CLUSTER_ROLE_TAMPERED":  66,
 		"ERROR_REASON_SEAT_CAP_EXCEEDED":      80,
 		"ERROR_REASON_PROJECTION_BEHIND":      81,
 	}
@@ -201,7 +231,7 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xc7\b\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xfa\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12 \n" +
@@ -215,7 +245,8 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\x17ERROR_REASON_LAST_ADMIN\x10\t\x12'\n" +
 	"#ERROR_REASON_STREAM_RESYNC_REQUIRED\x10\x14\x12!\n" +
 	"\x1dERROR_REASON_SCHEMA_NOT_READY\x10\x15\x12\x1f\n" +
-	"\x1bERROR_REASON_CONFLICT_RETRY\x10\x16\x12#\n" +
+	"\x1bERROR_REASON_CONFLICT_RETRY\x10\x16\x12\x1b\n" +
+	"\x17ERROR_REASON_OVERLOADED\x10\x17\x12#\n" +
 	"\x1fERROR_REASON_BUILDER_RIGHTS_OFF\x10(\x12\x1c\n" +
 	"\x18ERROR_REASON_INLINE_CODE\x10)\x12\x1f\n" +
 	"\x1bERROR_REASON_NODE_REFERENCE\x10*\x12\x1b\n" +
@@ -228,12 +259,16 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\x18ERROR_REASON_VIEWER_MODE\x101\x12\x1e\n" +
 	"\x1aERROR_REASON_RAWSCRIPT_KEY\x102\x12\x1e\n" +
 	"\x1aERROR_REASON_SOURCE_DEPLOY\x103\x12 \n" +
-	"\x1cERROR_REASON_VALUE_TOO_LARGE\x104\x12\x1a\n" +
+	"\x1cERROR_REASON_VALUE_TOO_LARGE\x104\x12$\n" +
+	" ERROR_REASON_UNKNOWN_TRIGGERABLE\x105\x12\x1e\n" +
+	"\x1aERROR_REASON_UNKNOWN_SHAPE\x106\x12\x1a\n" +
 	"\x16ERROR_REASON_NO_VIEWER\x10<\x12\x18\n" +
 	"\x14ERROR_REASON_NO_ROLE\x10=\x12\x1e\n" +
 	"\x1aERROR_REASON_ROLE_DISABLED\x10>\x12\x1e\n" +
 	"\x1aERROR_REASON_RESERVED_NAME\x10?\x12$\n" +
-	" ERROR_REASON_MALFORMED_REFERENCE\x10@\x12\"\n" +
+	" ERROR_REASON_MALFORMED_REFERENCE\x10@\x12&\n" +
+	"\"ERROR_REASON_CLUSTER_ROLE_NOT_OURS\x10A\x12&\n" +
+	"\"ERROR_REASON_CLUSTER_ROLE_TAMPERED\x10B\x12\"\n" +
 	"\x1eERROR_REASON_SEAT_CAP_EXCEEDED\x10P\x12\"\n" +
 	"\x1eERROR_REASON_PROJECTION_BEHIND\x10QBHZFgithub.com/millwright/millwright/pkg/gen/millwright/common/v1;commonv1b\x06proto3"
 

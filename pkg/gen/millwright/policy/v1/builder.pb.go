@@ -486,10 +486,20 @@ type CheckFlowResponse struct {
 	// Every version pin (each hash a version of that path in this workspace).
 	Pins []*BuilderPin `protobuf:"bytes,4,rep,name=pins,proto3" json:"pins,omitempty"`
 	// Value-only findings that were not enforced (developers and admins only; empty for operators,
-	// whose findings refuse).
-	CodeFindings  []*BuilderFinding `protobuf:"bytes,5,rep,name=code_findings,json=codeFindings,proto3" json:"code_findings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// whose findings refuse). At most 100.
+	CodeFindings []*BuilderFinding `protobuf:"bytes,5,rep,name=code_findings,json=codeFindings,proto3" json:"code_findings,omitempty"`
+	// Entries found but not listed, past the caps (see the service comment): tags, runnables,
+	// pins and code_findings list at most 1,000, 1,000, 1,000 and 100 entries, within the answer
+	// budget.
+	TagsOmitted int32 `protobuf:"varint,6,opt,name=tags_omitted,json=tagsOmitted,proto3" json:"tags_omitted,omitempty"`
+	// See tags_omitted.
+	RunnablesOmitted int32 `protobuf:"varint,7,opt,name=runnables_omitted,json=runnablesOmitted,proto3" json:"runnables_omitted,omitempty"`
+	// See tags_omitted.
+	PinsOmitted int32 `protobuf:"varint,8,opt,name=pins_omitted,json=pinsOmitted,proto3" json:"pins_omitted,omitempty"`
+	// See tags_omitted.
+	CodeFindingsOmitted int32 `protobuf:"varint,9,opt,name=code_findings_omitted,json=codeFindingsOmitted,proto3" json:"code_findings_omitted,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CheckFlowResponse) Reset() {
@@ -555,6 +565,34 @@ func (x *CheckFlowResponse) GetCodeFindings() []*BuilderFinding {
 		return x.CodeFindings
 	}
 	return nil
+}
+
+func (x *CheckFlowResponse) GetTagsOmitted() int32 {
+	if x != nil {
+		return x.TagsOmitted
+	}
+	return 0
+}
+
+func (x *CheckFlowResponse) GetRunnablesOmitted() int32 {
+	if x != nil {
+		return x.RunnablesOmitted
+	}
+	return 0
+}
+
+func (x *CheckFlowResponse) GetPinsOmitted() int32 {
+	if x != nil {
+		return x.PinsOmitted
+	}
+	return 0
+}
+
+func (x *CheckFlowResponse) GetCodeFindingsOmitted() int32 {
+	if x != nil {
+		return x.CodeFindingsOmitted
+	}
+	return 0
 }
 
 // CheckAppRequest carries an app exactly as the platform received it.
@@ -669,9 +707,16 @@ type CheckAppResponse struct {
 	// raw, lowcode or unknown.
 	Kind string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	// See CheckFlowResponse.code_findings.
-	CodeFindings  []*BuilderFinding `protobuf:"bytes,7,rep,name=code_findings,json=codeFindings,proto3" json:"code_findings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CodeFindings []*BuilderFinding `protobuf:"bytes,7,rep,name=code_findings,json=codeFindings,proto3" json:"code_findings,omitempty"`
+	// Entries found but not listed (policy_paths and value_paths at most 1,000 each,
+	// code_findings at most 100, all within the answer budget).
+	PolicyPathsOmitted int32 `protobuf:"varint,8,opt,name=policy_paths_omitted,json=policyPathsOmitted,proto3" json:"policy_paths_omitted,omitempty"`
+	// See policy_paths_omitted.
+	ValuePathsOmitted int32 `protobuf:"varint,9,opt,name=value_paths_omitted,json=valuePathsOmitted,proto3" json:"value_paths_omitted,omitempty"`
+	// See policy_paths_omitted.
+	CodeFindingsOmitted int32 `protobuf:"varint,10,opt,name=code_findings_omitted,json=codeFindingsOmitted,proto3" json:"code_findings_omitted,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CheckAppResponse) Reset() {
@@ -751,6 +796,27 @@ func (x *CheckAppResponse) GetCodeFindings() []*BuilderFinding {
 		return x.CodeFindings
 	}
 	return nil
+}
+
+func (x *CheckAppResponse) GetPolicyPathsOmitted() int32 {
+	if x != nil {
+		return x.PolicyPathsOmitted
+	}
+	return 0
+}
+
+func (x *CheckAppResponse) GetValuePathsOmitted() int32 {
+	if x != nil {
+		return x.ValuePathsOmitted
+	}
+	return 0
+}
+
+func (x *CheckAppResponse) GetCodeFindingsOmitted() int32 {
+	if x != nil {
+		return x.CodeFindingsOmitted
+	}
+	return 0
 }
 
 // CheckPreviewRequest names what the preview runs.
@@ -846,7 +912,9 @@ type isCheckPreviewRequest_Target interface {
 
 type CheckPreviewRequest_Path struct {
 	// A runnable path as the request carries it: "script/<p>", "flow/<p>", "hubscript/<p>",
-	// possibly behind "<component>:", or a bare runnable path.
+	// possibly behind "<component>:", or a bare runnable path (u/... or f/...). At most 1 KiB.
+	// Any other form, or a script/ or flow/ reading with ':' in its path, is refused for every
+	// caller (UNKNOWN_TRIGGERABLE); rawscript/ is INLINE_CODE for operators.
 	Path string `protobuf:"bytes,3,opt,name=path,proto3,oneof"`
 }
 
@@ -943,13 +1011,17 @@ const file_millwright_policy_v1_builder_proto_rawDesc = "" +
 	"\fon_behalf_of\x18\x02 \x01(\tR\n" +
 	"onBehalfOf\x128\n" +
 	"\x06action\x18\x03 \x01(\x0e2 .millwright.policy.v1.FlowActionR\x06action\x12\x1b\n" +
-	"\tflow_json\x18\x04 \x01(\tR\bflowJson\"\xba\x02\n" +
+	"\tflow_json\x18\x04 \x01(\tR\bflowJson\"\xe1\x03\n" +
 	"\x11CheckFlowResponse\x12.\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1a.millwright.policy.v1.RoleR\x04role\x124\n" +
 	"\x04tags\x18\x02 \x03(\v2 .millwright.policy.v1.BuilderTagR\x04tags\x12>\n" +
 	"\trunnables\x18\x03 \x03(\v2 .millwright.policy.v1.BuilderRefR\trunnables\x124\n" +
 	"\x04pins\x18\x04 \x03(\v2 .millwright.policy.v1.BuilderPinR\x04pins\x12I\n" +
-	"\rcode_findings\x18\x05 \x03(\v2$.millwright.policy.v1.BuilderFindingR\fcodeFindings\"\x80\x02\n" +
+	"\rcode_findings\x18\x05 \x03(\v2$.millwright.policy.v1.BuilderFindingR\fcodeFindings\x12!\n" +
+	"\ftags_omitted\x18\x06 \x01(\x05R\vtagsOmitted\x12+\n" +
+	"\x11runnables_omitted\x18\a \x01(\x05R\x10runnablesOmitted\x12!\n" +
+	"\fpins_omitted\x18\b \x01(\x05R\vpinsOmitted\x122\n" +
+	"\x15code_findings_omitted\x18\t \x01(\x05R\x13codeFindingsOmitted\"\x80\x02\n" +
 	"\x0fCheckAppRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12 \n" +
 	"\fon_behalf_of\x18\x02 \x01(\tR\n" +
@@ -959,7 +1031,7 @@ const file_millwright_policy_v1_builder_proto_rawDesc = "" +
 	"policyJson\x12A\n" +
 	"\vdeploy_path\x18\x05 \x01(\x0e2 .millwright.policy.v1.DeployPathR\n" +
 	"deployPath\x12#\n" +
-	"\rcaller_scopes\x18\x06 \x03(\tR\fcallerScopes\"\x86\x03\n" +
+	"\rcaller_scopes\x18\x06 \x03(\tR\fcallerScopes\"\x9c\x04\n" +
 	"\x10CheckAppResponse\x12.\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1a.millwright.policy.v1.RoleR\x04role\x124\n" +
 	"\x16normalized_policy_json\x18\x02 \x01(\tR\x14normalizedPolicyJson\x12C\n" +
@@ -968,7 +1040,11 @@ const file_millwright_policy_v1_builder_proto_rawDesc = "" +
 	"valuePaths\x12%\n" +
 	"\x0eexecution_mode\x18\x05 \x01(\tR\rexecutionMode\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12I\n" +
-	"\rcode_findings\x18\a \x03(\v2$.millwright.policy.v1.BuilderFindingR\fcodeFindings\"\x92\x01\n" +
+	"\rcode_findings\x18\a \x03(\v2$.millwright.policy.v1.BuilderFindingR\fcodeFindings\x120\n" +
+	"\x14policy_paths_omitted\x18\b \x01(\x05R\x12policyPathsOmitted\x12.\n" +
+	"\x13value_paths_omitted\x18\t \x01(\x05R\x11valuePathsOmitted\x122\n" +
+	"\x15code_findings_omitted\x18\n" +
+	" \x01(\x05R\x13codeFindingsOmitted\"\x92\x01\n" +
 	"\x13CheckPreviewRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12 \n" +
 	"\fon_behalf_of\x18\x02 \x01(\tR\n" +

@@ -42,6 +42,24 @@ const (
 // (malformed JSON, wrong shape) is InvalidArgument (ErrorInfo INVALID_FIELD with "field",
 // "doc", "pointer", "rule"); a value over the limits is InvalidArgument VALUE_TOO_LARGE.
 //
+// Limits (each bounds time, memory and answer size linearly in the request, and absolutely):
+//   - a document (flow_json, app_value_json, policy_json) is at most 3 MiB, nested at most 512
+//     deep, with flow modules nested at most 64 deep and at most 100,000 modules and agent tools;
+//   - a JSON object key is at most 4 KiB; a runnable path, worker tag or triggerable key at most
+//     1 KiB; a preview path at most 1 KiB;
+//   - a document carries at most 20,000 references (runnables, pins, tags, triggerables, value
+//     paths), counted before any is looked up;
+//
+// over any of these: InvalidArgument VALUE_TOO_LARGE naming the limit and where it was hit.
+//   - a refusal lists at most 100 violations (ErrorInfos), and each repeated field of an answer
+//     at most 1,000 entries; the rest are counted (the refusal's message and the "omitted"
+//     metadata of its first ErrorInfo; the *_omitted fields of an answer);
+//   - a pointer is at most 2 KiB: a longer one is cut back to the deepest ancestor that fits;
+//   - all pointers, paths and messages of one answer total at most 1 MiB (entries past that are
+//     counted as omitted);
+//   - checks in flight in one process are bounded by their documents' total size (64 MiB by
+//     default); a check that finds no room within 2 s is ResourceExhausted OVERLOADED.
+//
 // Documents travel as strings holding the platform's JSON verbatim, never as
 // google.protobuf.Struct: the walk must see the exact bytes (duplicate keys are refused, numbers
 // keep their precision, pointers are into those bytes). REST clients send them as JSON strings.
@@ -117,6 +135,24 @@ func (c *builderServiceClient) CheckPreview(ctx context.Context, in *CheckPrevie
 // (RFC 6901, into the document named by doc) and "message"). A value that cannot be judged
 // (malformed JSON, wrong shape) is InvalidArgument (ErrorInfo INVALID_FIELD with "field",
 // "doc", "pointer", "rule"); a value over the limits is InvalidArgument VALUE_TOO_LARGE.
+//
+// Limits (each bounds time, memory and answer size linearly in the request, and absolutely):
+//   - a document (flow_json, app_value_json, policy_json) is at most 3 MiB, nested at most 512
+//     deep, with flow modules nested at most 64 deep and at most 100,000 modules and agent tools;
+//   - a JSON object key is at most 4 KiB; a runnable path, worker tag or triggerable key at most
+//     1 KiB; a preview path at most 1 KiB;
+//   - a document carries at most 20,000 references (runnables, pins, tags, triggerables, value
+//     paths), counted before any is looked up;
+//
+// over any of these: InvalidArgument VALUE_TOO_LARGE naming the limit and where it was hit.
+//   - a refusal lists at most 100 violations (ErrorInfos), and each repeated field of an answer
+//     at most 1,000 entries; the rest are counted (the refusal's message and the "omitted"
+//     metadata of its first ErrorInfo; the *_omitted fields of an answer);
+//   - a pointer is at most 2 KiB: a longer one is cut back to the deepest ancestor that fits;
+//   - all pointers, paths and messages of one answer total at most 1 MiB (entries past that are
+//     counted as omitted);
+//   - checks in flight in one process are bounded by their documents' total size (64 MiB by
+//     default); a check that finds no room within 2 s is ResourceExhausted OVERLOADED.
 //
 // Documents travel as strings holding the platform's JSON verbatim, never as
 // google.protobuf.Struct: the walk must see the exact bytes (duplicate keys are refused, numbers

@@ -1491,11 +1491,14 @@ func (x *GetPermissionsResponse) GetRoles() map[string]*Tenants {
 // ResolveConnectionRequest carries either a reference or an agent worker's fields, never both.
 type ResolveConnectionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// datatable://<name>, datatable://<name>?role=<r> or datatable://<name>?as=viewer.
+	// datatable://<name>, datatable://<name>?role=<r> or datatable://<name>?as=viewer; at most
+	// 256 bytes (a data-table name at most 63), refused before any other work with
+	// MALFORMED_REFERENCE rule too_long.
 	Reference string `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
-	// Agent workers: the data table name (instead of reference).
+	// Agent workers: the data table name (instead of reference); at most 256 bytes.
 	Datatable string `protobuf:"bytes,2,opt,name=datatable,proto3" json:"datatable,omitempty"`
-	// Agent workers: the role name; the viewer sentinel asks for the viewer's roles.
+	// Agent workers: the role name; the viewer sentinel asks for the viewer's roles; at most 256
+	// bytes.
 	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1655,11 +1658,11 @@ func (x *ResolveConnectionResponse) GetKind() ConnectionKind {
 // ExplainConnectionRequest is the same request as ResolveConnectionRequest.
 type ExplainConnectionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// datatable://<name>, datatable://<name>?role=<r> or datatable://<name>?as=viewer.
+	// As ResolveConnectionRequest.reference: at most 256 bytes.
 	Reference string `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
-	// Agent workers: the data table name (instead of reference).
+	// Agent workers: the data table name (instead of reference); at most 256 bytes.
 	Datatable string `protobuf:"bytes,2,opt,name=datatable,proto3" json:"datatable,omitempty"`
-	// Agent workers: the role name; the viewer sentinel asks for the viewer's roles.
+	// Agent workers: the role name; at most 256 bytes.
 	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
