@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -88,6 +89,29 @@ func BenchmarkRunPathPartitions(b *testing.B) {
 				b.ReportMetric(median(plan)*1000, "plan-µs")
 				b.ReportMetric(median(exec)*1000, "exec-µs")
 				b.ReportMetric(planBuffers, "plan-buffers")
+			})
+			// The same with one generic plan per connection (PREPARE once, then EXECUTE): what
+			// the lookup costs when it is not planned for each call.
+			b.Run("AuthenticateGenericExplain", func(b *testing.B) {
+				conn, err := pool.Acquire(ctx)
+				require.NoError(b, err)
+				defer conn.Release()
+				_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan; PREPARE auth(bytea) AS `+authenticateSQL)
+				require.NoError(b, err)
+				defer conn.Exec(ctx, `DEALLOCATE auth; RESET plan_cache_mode`) //nolint:errcheck
+				var plan, exec []float64
+				for b.Loop() {
+					for i := range 50 {
+						var out []map[string]any
+						// EXECUTE's parameters are not bind parameters of the EXPLAIN: a literal.
+						require.NoError(b, conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) EXECUTE auth('\\x%x')`,
+							digests[i])).Scan(&out))
+						plan = append(plan, out[0]["Planning Time"].(float64))
+						exec = append(exec, out[0]["Execution Time"].(float64))
+					}
+				}
+				b.ReportMetric(median(plan)*1000, "plan-µs")
+				b.ReportMetric(median(exec)*1000, "exec-µs")
 			})
 			b.Run("RecordRun", func(b *testing.B) {
 				for b.Loop() {
