@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	reg.MustRegister(st.Collectors("policy")...)
 	reg.MustRegister(server.CacheCollectors("builder_flags", set.CacheStats)...)
 	reg.MustRegister(server.CacheCollectors("tokens", local.CacheStats)...)
+	reg.MustRegister(maint.Collectors()...)
 	return server.Run(ctx, cfg, server.Options{
 		Flags:    o.Flags,
 		Registry: reg,

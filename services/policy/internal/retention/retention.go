@@ -10,7 +10,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -47,6 +50,9 @@ type Maintainer struct {
 	Clock       func() time.Time
 	// Logger; nil logs to slog.Default() as it is when a pass ends (pkg/server sets it).
 	Logger *slog.Logger
+
+	passed, skipped, failed atomic.Int64
+	lastPassed              atomic.Int64 // unix seconds of the clock at the last pass that ran
 }
 
 // Check refuses a retention that could remove a run that may still authenticate.
@@ -66,7 +72,36 @@ func (m *Maintainer) Once(ctx context.Context) (store.MaintainResult, error) {
 	if err := m.Check(); err != nil {
 		return store.MaintainResult{}, err
 	}
-	return m.Store.Maintain(ctx, m.Clock(), m.Retention)
+	now := m.Clock()
+	res, err := m.Store.Maintain(ctx, now, m.Retention)
+	switch {
+	case err != nil:
+		m.failed.Add(1)
+	case res.Skipped:
+		m.skipped.Add(1)
+	default:
+		m.passed.Add(1)
+		m.lastPassed.Store(now.Unix())
+	}
+	return res, err
+}
+
+// Collectors exports the passes for Prometheus. Alert when no replica passed for a day
+// (time() - max(millwright_policy_retention_last_pass_timestamp_seconds) > 86400): the
+// partitions are made a week ahead, and RecordRun fails once they run out.
+func (m *Maintainer) Collectors() []prometheus.Collector {
+	passes := func(result string, n *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "millwright_policy_retention_passes_total",
+			ConstLabels: prometheus.Labels{"result": result},
+			Help:        "Retention maintenance passes of this replica: ran (ok), left to another replica (skipped), failed."},
+			func() float64 { return float64(n.Load()) })
+	}
+	return []prometheus.Collector{
+		passes("ok", &m.passed), passes("skipped", &m.skipped), passes("failed", &m.failed),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_policy_retention_last_pass_timestamp_seconds",
+			Help: "When this replica last ran a retention pass to the end (0: never)."},
+			func() float64 { return float64(m.lastPassed.Load()) }),
+	}
 }
 
 // Run runs a pass now and then every Interval until ctx ends. A failed pass is logged and

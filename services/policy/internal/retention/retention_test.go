@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/services/policy/internal/retention"
@@ -43,4 +44,42 @@ func TestPassesUseTheInjectedClock(t *testing.T) {
 	cancel() // Run still makes its first pass, then returns
 	require.NoError(t, m.Run(ctx))
 	require.Equal(t, []time.Time{at}, f.at, "one pass at start, at the clock's time")
+}
+
+type failingStore struct{}
+
+func (failingStore) Maintain(context.Context, time.Time, store.Retention) (store.MaintainResult, error) {
+	return store.MaintainResult{}, context.DeadlineExceeded
+}
+
+func TestPassesAreCounted(t *testing.T) {
+	at := time.Date(2031, 5, 1, 12, 0, 0, 0, time.UTC)
+	m := &retention.Maintainer{Store: &fakeStore{}, JobTokenTTL: time.Hour, Interval: time.Hour, Clock: func() time.Time { return at },
+		Retention: store.Retention{Runs: 2 * 24 * time.Hour, Tokens: time.Hour, PartitionDays: 7, Ahead: time.Hour}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	_, err := m.Once(context.Background())
+	require.NoError(t, err)
+	m.Store = failingStore{}
+	_, err = m.Once(context.Background())
+	require.Error(t, err)
+
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range metric.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = metric.GetCounter().GetValue() + metric.GetGauge().GetValue()
+		}
+	}
+	require.Equal(t, map[string]float64{
+		"millwright_policy_retention_passes_total/ok":             1,
+		"millwright_policy_retention_passes_total/skipped":        0,
+		"millwright_policy_retention_passes_total/failed":         1,
+		"millwright_policy_retention_last_pass_timestamp_seconds": float64(at.Unix()),
+	}, got)
 }
