@@ -74,6 +74,8 @@ func (s *Store) Maintain(ctx context.Context, now time.Time, r Retention) (res M
 	}
 	var got bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, maintenanceLock).Scan(&got); err != nil {
+		// The lock may have been taken with the answer lost: the connection goes, not back.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		conn.Release()
 		return res, err
 	}
