@@ -19,8 +19,9 @@ import (
 // BenchmarkRunPathPartitions measures what partitions cost the job path: the token lookup by
 // digest and the run lookup by job id probe one index per retained partition, and the planner
 // (every statement is planned for its arguments, as internal/app configures the pool) opens
-// every one (it cannot prune by digest or job id). Cases: a fresh database (2 partitions), a
-// 14-day retention in weeks (the service's: 5) and in days (22). Run with -benchtime=500x;
+// every one (it cannot prune by digest or job id). Cases: a fresh database (2 partitions), 21
+// days back to now in weeks (6; the service keeps 4) and in days (23). Run with
+// -benchtime=500x; BENCH_PLAN_MODE=force_generic_plan plans each statement once instead.
 // docs/policy.md ("Retention") has the figures, and the unpartitioned baseline (the "fresh"
 // case with migrations/00007 moved away).
 func BenchmarkRunPathPartitions(b *testing.B) {
