@@ -7,7 +7,7 @@
 // Layout: internal/policy holds the pure rules; internal/store all SQL (the catalog read rule
 // is row-level security, one policy); internal/settings the one path that changes operator
 // settings and the builder cache; internal/authn token authentication; internal/api the thin
-// handlers and the authorization table (authz.go); internal/app the wiring; cmd/policy the
-// binary. The design, authorization table, staleness windows and event kinds are in
+// handlers and the authorization table (authz.go); internal/retention the maintenance loop
+// that drops old runs and tokens; internal/app the wiring; cmd/policy the binary. The design, authorization table, staleness windows and event kinds are in
 // docs/policy.md.
 package policy

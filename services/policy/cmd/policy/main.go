@@ -28,6 +28,7 @@ func serve(ctx context.Context, args []string) error {
 	var billing app.BillingConfig
 	app.RegisterBillingFlags(fs, &billing) // seat check wiring: internal/app/seats.go
 	opts := app.Options{Flags: fs}
+	app.RegisterRetentionFlags(fs, &opts.Retention)
 	fs.Int64Var(&opts.CheckBytesInFlight, "check-bytes-in-flight", api.DefaultCheckBytesInFlight,
 		"builder checks running at once, in bytes of documents (each weighted by its size + 64 KiB); beyond it a check queues")
 	fs.DurationVar(&opts.CheckQueueWait, "check-queue-wait", 2*time.Second,

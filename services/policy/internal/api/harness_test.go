@@ -49,7 +49,8 @@ type replica struct {
 type replicaOpts struct {
 	seats  settings.SeatChecker
 	tracer pgx.QueryTracer
-	poll   time.Duration // the stream's poll interval (default 200ms)
+	poll   time.Duration    // the stream's poll interval (default 200ms)
+	clock  func() time.Time // the retention loop's clock (default time.Now)
 	// checkBytes and checkWait bound the builder checks in flight (defaults: the service's).
 	checkBytes int64
 	checkWait  time.Duration
@@ -76,6 +77,7 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 			Tracer:             o.tracer,
 			CheckBytesInFlight: o.checkBytes,
 			CheckQueueWait:     o.checkWait,
+			Clock:              o.clock,
 			Stream:             stream.Options{PollInterval: o.poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 			OnListen:           func(g, _ string) { addr <- g },

@@ -18,6 +18,7 @@ import (
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/policy/internal/api"
 	"github.com/millwright/millwright/services/policy/internal/authn"
+	"github.com/millwright/millwright/services/policy/internal/retention"
 	"github.com/millwright/millwright/services/policy/internal/settings"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/migrations"
@@ -34,6 +35,11 @@ type Options struct {
 	TokenTTL time.Duration
 	// JobTokenTTL bounds a job token whose run never finishes (default 7 days).
 	JobTokenTTL time.Duration
+	// Retention of runs and tokens (zero fields: internal/retention's defaults) and the
+	// maintenance loop's interval (default 1 h) and clock (default time.Now; tests move it).
+	Retention           store.Retention
+	MaintenanceInterval time.Duration
+	Clock               func() time.Time
 	// CheckBytesInFlight and CheckQueueWait bound the builder checks running at once (see
 	// api.Deps; defaults 64 MiB of documents, 2 s of queueing before ResourceExhausted).
 	CheckBytesInFlight int64
@@ -57,6 +63,8 @@ type Parts struct {
 	Stream   *stream.Stream
 	Settings *settings.Service
 	Authn    *authn.Local
+	// Maintainer is the retention loop (tests run passes with Once at a clock they move).
+	Maintainer *retention.Maintainer
 }
 
 // defaultMaxConns is the pool size when DATABASE_URL sets none: enough to keep commits of the
@@ -96,6 +104,10 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 
 	st := stream.New(pool, o.Stream)
 	db := store.New(pool)
+	maint := maintainer(db, o)
+	if err := maint.Check(); err != nil {
+		return err
+	}
 	ready := func() bool {
 		select {
 		case <-st.Ready():
@@ -115,7 +127,7 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	})
 	defer unsub()
 	if o.OnReady != nil {
-		o.OnReady(&Parts{Store: db, Stream: st, Settings: set, Authn: local})
+		o.OnReady(&Parts{Store: db, Stream: st, Settings: set, Authn: local, Maintainer: maint})
 	}
 
 	expected, err := migrate.Expected(migrations.FS)
@@ -126,6 +138,7 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	reg.MustRegister(st.Collectors("policy")...)
 	reg.MustRegister(server.CacheCollectors("builder_flags", set.CacheStats)...)
 	reg.MustRegister(server.CacheCollectors("tokens", local.CacheStats)...)
+	reg.MustRegister(maint.Collectors()...)
 	return server.Run(ctx, cfg, server.Options{
 		Flags:    o.Flags,
 		Registry: reg,
@@ -150,10 +163,48 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL,
 				CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait})
 		},
-		Background: []func(context.Context) error{st.Run},
+		Background: []func(context.Context) error{st.Run, maint.Run},
 		OnListen:   o.OnListen,
 		Logger:     o.Logger,
 	})
+}
+
+// maintainer fills in the defaults of the retention loop.
+func maintainer(db *store.Store, o Options) *retention.Maintainer {
+	r := o.Retention
+	if r.Runs <= 0 {
+		r.Runs = retention.DefaultRuns
+	}
+	if r.Tokens <= 0 {
+		r.Tokens = retention.DefaultTokens
+	}
+	if r.PartitionDays <= 0 {
+		r.PartitionDays = retention.DefaultPartitionDays
+	}
+	if r.Ahead <= 0 {
+		r.Ahead = retention.DefaultAhead
+	}
+	m := &retention.Maintainer{Store: db, Retention: r, JobTokenTTL: o.JobTokenTTL, Interval: o.MaintenanceInterval,
+		Clock: o.Clock, Logger: o.Logger}
+	if m.JobTokenTTL <= 0 {
+		m.JobTokenTTL = api.DefaultJobTokenTTL
+	}
+	if m.Interval <= 0 {
+		m.Interval = retention.DefaultInterval
+	}
+	if m.Clock == nil {
+		m.Clock = time.Now
+	}
+	return m
+}
+
+// RegisterRetentionFlags defines --run-retention and --token-retention (env
+// MILLWRIGHT_RUN_RETENTION, MILLWRIGHT_TOKEN_RETENTION).
+func RegisterRetentionFlags(fs *flag.FlagSet, r *store.Retention) {
+	server.DurationVar(fs, &r.Runs, "run-retention", "MILLWRIGHT_RUN_RETENTION", retention.DefaultRuns,
+		"how long runs and their job tokens are kept once their week's partition ended (at least the job token lifetime + 24h)")
+	server.DurationVar(fs, &r.Tokens, "token-retention", "MILLWRIGHT_TOKEN_RETENTION", retention.DefaultTokens,
+		"how long user tokens are kept once revoked or expired")
 }
 
 // Migrate applies the embedded migrations.

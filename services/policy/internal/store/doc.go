@@ -6,5 +6,7 @@
 // in one query. Writes that guard an invariant (the last enabled admin) serialize on the
 // workspace row; writes that may add seats (builder on, member writes) are priced by billing
 // inside their transaction under one advisory lock (checkSeats, seats.go); every change
-// reaches the invalidation stream through table triggers.
+// reaches the invalidation stream through table triggers. Runs and job tokens live in weekly
+// partitions that Maintain (retention.go) creates ahead and drops once past the retention, so
+// removing them never deletes row by row (docs/policy.md, "Retention").
 package store

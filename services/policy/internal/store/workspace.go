@@ -136,8 +136,10 @@ func (s *Store) RemoveMember(ctx context.Context, ws, username string) error {
 			WHERE workspace_id = $1 AND $2 = ANY (members)`, ws, username); err != nil {
 			return err
 		}
+		// kind = 'user' keeps the update on token_user (indexed by member), away from the
+		// daily job-token partitions.
 		_, err = tx.Exec(ctx, `UPDATE token SET revoked_at = now()
-			WHERE workspace_id = $1 AND username = $2 AND revoked_at IS NULL`, ws, username)
+			WHERE kind = 'user' AND workspace_id = $1 AND username = $2 AND revoked_at IS NULL`, ws, username)
 		return err
 	})
 }
