@@ -157,7 +157,7 @@ func (h *Server) UpsertCluster(ctx context.Context, req *rolesetv1.UpsertCluster
 	if err != nil {
 		return nil, mapError(ctx, err)
 	}
-	h.Engine.Cache.DropConns()
+	h.Engine.DropConnections()
 	return &rolesetv1.UpsertClusterResponse{Cluster: clusterToProto(c)}, nil
 }
 
@@ -307,7 +307,7 @@ func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatat
 	if err != nil {
 		return nil, mapError(ctx, err)
 	}
-	h.Engine.Cache.DropConns()
+	h.Engine.DropConnections()
 	return &rolesetv1.UpsertDatatableResponse{Datatable: &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name,
 		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole}}, nil
 }
@@ -346,7 +346,7 @@ func (h *Server) SetPermissions(ctx context.Context, req *rolesetv1.SetPermissio
 	if err != nil {
 		return nil, mapError(ctx, err)
 	}
-	h.Engine.Cache.DropConns()
+	h.Engine.DropConnections()
 	return &rolesetv1.SetPermissionsResponse{DefaultRole: d.DefaultRole, Roles: rolesToProto(d.Roles)}, nil
 }
 
