@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench tools e2e fuzz clean
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -59,3 +59,7 @@ fuzz: ## a short fuzz pass over every parser of untrusted input
 
 clean:
 	rm -rf $(BIN)
+
+# JOBPATH_DATABASE_URL: a durable server to measure on (default: the test cluster, fsync off).
+bench-jobpath: ## the job-path benchmark of docs/benchmarks.md (record + finish vs bare insert + update)
+	JOBPATH_BENCH=1 go test -count=1 -timeout=30m -run '^TestJobPathBench$$' -v ./services/policy/internal/api/

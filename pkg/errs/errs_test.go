@@ -133,12 +133,12 @@ func TestRewriteError(t *testing.T) {
 		{"query canceled", pgErr("57014"), codes.Canceled, 0},
 		{"unique", pgErr("23505"), codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS},
 		{"too many connections", pgErr("53300"), codes.ResourceExhausted, 0},
-		{"admin shutdown", pgErr("57P01"), codes.Unavailable, 0},
-		{"connection exception", pgErr("08006"), codes.Unavailable, 0},
+		{"admin shutdown", pgErr("57P01"), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
+		{"connection exception", pgErr("08006"), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
 		{"other sqlstate", pgErr("42P01"), codes.Internal, 0},
 		{"pool exhausted", fmt.Errorf("%w: %w", errs.ErrPoolExhausted, context.DeadlineExceeded), codes.ResourceExhausted, 0},
-		{"connect refused", connErr, codes.Unavailable, 0},
-		{"closed pool", closedErr, codes.Unavailable, 0},
+		{"connect refused", connErr, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
+		{"closed pool", closedErr, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE},
 		{"plain bug", errors.New("SELECT password_hash FROM tokens: boom"), codes.Internal, 0},
 	}
 	for _, tc := range cases {

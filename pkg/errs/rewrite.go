@@ -62,7 +62,7 @@ func RewriteError(ctx context.Context, err error) error {
 		case len(pg.Code) == 5 && pg.Code[:2] == "08", // connection_exception class
 			pg.Code == "57P01", pg.Code == "57P02", pg.Code == "57P03": // shutdowns, cannot_connect_now
 			log.WarnContext(ctx, "database unavailable", "sqlstate", pg.Code, "error", pg.Message)
-			return status.Error(codes.Unavailable, "database unavailable")
+			return unavailable("database")
 		}
 		return internal(ctx, err, "sqlstate", pg.Code)
 	}
@@ -77,7 +77,7 @@ func RewriteError(ctx context.Context, err error) error {
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	case isConnectionError(err):
 		log.WarnContext(ctx, "database unavailable", "error", err.Error())
-		return status.Error(codes.Unavailable, "database unavailable")
+		return unavailable("database")
 	}
 	// An unclassified error while the caller is gone is almost always caused by its going
 	// (a read interrupted mid-way): answer with the caller's own reason, not a false alarm.
@@ -86,6 +86,15 @@ func RewriteError(ctx context.Context, err error) error {
 	}
 	return internal(ctx, err)
 }
+
+// Unavailable is the answer when a dependency (the database, an upstream service) could not
+// answer: codes.Unavailable with reason UNAVAILABLE, which clients retry with backoff. It says
+// the question was not decided, never "no".
+func Unavailable(dependency, msg string) error {
+	return New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE, msg, map[string]string{"dependency": dependency})
+}
+
+func unavailable(dependency string) error { return Unavailable(dependency, dependency+" unavailable") }
 
 func isConnectionError(err error) bool {
 	var connect *pgconn.ConnectError

@@ -38,7 +38,10 @@ func open(dsn string) (*sql.DB, error) {
 	return stdlib.OpenDB(*cfg), nil
 }
 
-// Up applies every pending migration and returns the version reached.
+// Up applies every pending migration, then the stream's idempotent upgrade step
+// (stream.UpgradeSQL: later versions of the stream schema, which every database gets the
+// first time a new binary migrates it, whatever its service's version), and returns the
+// version reached.
 func Up(ctx context.Context, dsn string, fsys fs.FS) (int64, error) {
 	db, err := open(dsn)
 	if err != nil {
@@ -51,6 +54,9 @@ func Up(ctx context.Context, dsn string, fsys fs.FS) (int64, error) {
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	if err := upgradeStream(ctx, db); err != nil {
+		return 0, err
 	}
 	return p.GetDBVersion(ctx)
 }
@@ -71,6 +77,17 @@ func UpTo(ctx context.Context, dsn string, fsys fs.FS, version int64) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
+}
+
+func upgradeStream(ctx context.Context, db *sql.DB) error {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		return stream.Upgrade(ctx, dc.(*stdlib.Conn).Conn())
+	})
 }
 
 // Expected is the version the embedded migrations reach: what `serve` waits for before it

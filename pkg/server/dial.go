@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/errs"
 	"github.com/millwright/millwright/pkg/server/reqctx"
 )
 
@@ -81,7 +83,7 @@ func waitForUpstream(ctx context.Context, method string, req, reply any, cc *grp
 	defer cancel()
 	err := invoker(wctx, method, req, reply, cc, append([]grpc.CallOption{grpc.WaitForReady(true)}, opts...)...)
 	if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil && wctx.Err() != nil {
-		return status.Errorf(codes.Unavailable, "%s: no answer within %s (%v)", cc.Target(), UpstreamWait, status.Convert(err).Message())
+		return errs.Unavailable(cc.Target(), fmt.Sprintf("%s: no answer within %s (%v)", cc.Target(), UpstreamWait, status.Convert(err).Message()))
 	}
 	return err
 }

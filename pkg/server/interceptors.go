@@ -287,7 +287,7 @@ func (c *chain) rewriteStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServe
 	defer stop()
 	err := errs.RewriteError(ctx, h(srv, &wrapped{ServerStream: ss, ctx: ctx}))
 	if c.draining.Err() != nil && parent.Err() == nil && (err == nil || status.Code(err) == codes.Canceled) {
-		return status.Error(codes.Unavailable, "server shutting down; reconnect and resume")
+		return errs.Unavailable("server", "server shutting down; reconnect and resume")
 	}
 	return err
 }

@@ -618,6 +618,8 @@ func TestGracefulStop(t *testing.T) {
 		e.cancel()
 		_, err = s.Recv()
 		assert.Equal(t, codes.Unavailable, status.Code(err), "consumer is told to reconnect")
+		reason, _ := errs.Reason(err)
+		assert.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE, reason, "a reason clients can retry on")
 		require.NoError(t, e.stop(t))
 		assert.Less(t, time.Since(began), 3*time.Second, "well within the 5s shutdown timeout")
 	})
@@ -747,6 +749,8 @@ func TestDialAnswersUnavailableWhenTheUpstreamStaysDown(t *testing.T) {
 	began := time.Now()
 	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	reason, _ := errs.Reason(err)
+	assert.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE, reason)
 	assert.Less(t, time.Since(began), server.UpstreamWait+2*time.Second)
 }
 

@@ -45,17 +45,40 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// safeHeadSQL is the highest safe id in the statement's snapshot (see UpgradeSQL): every
+// transaction that was running when it was drawn has ended, so every lower id is visible or
+// will never exist. It scans back from the newest row past the few not yet safe.
+const safeHeadSQL = `(SELECT coalesce((SELECT id FROM stream_outbox
+                                   WHERE stream_xid_before(xmin, pg_snapshot_xmin(pg_current_snapshot()))
+                                   ORDER BY id DESC LIMIT 1), 0))`
+
 // headSQL includes pruned_through so that the head of a fully pruned outbox is not 0: a
 // consumer that resyncs to it must not be told to resync again.
-const headSQL = `SELECT greatest((SELECT coalesce(max(id), 0) FROM stream_outbox),
-                                (SELECT pruned_through FROM stream_state))`
+const headSQL = `SELECT greatest(` + safeHeadSQL + `, (SELECT pruned_through FROM stream_state))`
 
-// Head returns the newest committed id (0 when nothing was ever appended). Because ids become
-// visible in commit order, every event up to it is committed or will never exist.
+// Head returns the stream's safe head in q's snapshot: every event up to it is visible there
+// or will never exist, so a reader that reflects this snapshot and then applies the events
+// after Head misses nothing. It may be below ids already visible (their transactions'
+// neighbours are still committing): those events are delivered again after Head, so applying
+// them must be idempotent, as every consumer of state-carrying events is. Use Latest, not
+// Head, for "wait until everything committed so far is delivered".
 func Head(ctx context.Context, q Querier) (int64, error) {
 	var h int64
 	if err := q.QueryRow(ctx, headSQL).Scan(&h); err != nil {
 		return 0, fmt.Errorf("stream: read head: %w", err)
+	}
+	return h, nil
+}
+
+// Latest returns the highest id visible in q's snapshot (at least Head): once a reader has
+// delivered it, it has delivered every event committed before q's snapshot. It is what a
+// writer waits for to read its own and its predecessors' writes through a cache.
+func Latest(ctx context.Context, q Querier) (int64, error) {
+	var h int64
+	err := q.QueryRow(ctx, `SELECT greatest((SELECT coalesce(max(id), 0) FROM stream_outbox),
+	                                        (SELECT pruned_through FROM stream_state))`).Scan(&h)
+	if err != nil {
+		return 0, fmt.Errorf("stream: read latest: %w", err)
 	}
 	return h, nil
 }
@@ -70,8 +93,8 @@ func prunedThrough(ctx context.Context, q Querier) (int64, error) {
 }
 
 // Append appends an event that no trigger produces (e.g. "run ended") in the caller's
-// transaction and returns its id. It takes the stream's ordering lock until tx ends, so call
-// it as the last statement before COMMIT. e.ID and e.CreatedAt are ignored; a nil Payload is
+// transaction and returns its id. Readers deliver nothing
+// drawn after it until tx ends, so call it as late as possible before COMMIT. e.ID and e.CreatedAt are ignored; a nil Payload is
 // an empty object.
 func Append(ctx context.Context, tx Querier, e Event) (int64, error) {
 	if e.Kind == "" || e.Op == "" {
@@ -98,8 +121,10 @@ func Append(ctx context.Context, tx Querier, e Event) (int64, error) {
 }
 
 // readBatch is the catch-up read shared by the listener and Watch's backlog.
+// Only safe ids are read (see UpgradeSQL), so a reader moving its position to the last row it
+// read never skips an id that commits later.
 const readSQL = `SELECT id, kind, workspace, key, op, payload, created_at
-                   FROM stream_outbox WHERE id > $1 ORDER BY id LIMIT $2`
+                   FROM stream_outbox WHERE id > $1 AND id <= ` + safeHeadSQL + ` ORDER BY id LIMIT $2`
 
 // batchSize bounds one catch-up read; callers loop until a short batch.
 const batchSize = 1000

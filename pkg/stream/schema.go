@@ -4,9 +4,10 @@ package stream
 // new id). Each service has its own database, so one fixed name per database is enough.
 const Channel = "millwright_stream"
 
-// SchemaSQL creates the outbox, its bookkeeping row and the functions that feed it. It is
-// version 1 of every service's migrations (pkg/migrate applies it), so a service's own
-// migrations can attach triggers with:
+// SchemaSQL is version 1 of the stream schema, as first shipped: the outbox, its bookkeeping
+// row and the functions that feed it. It is version 1 of every service's migrations
+// (pkg/migrate applies it, then UpgradeSQL), so a service's own migrations can attach triggers
+// with:
 //
 //	CREATE TRIGGER member_stream AFTER INSERT OR UPDATE OR DELETE ON member
 //	  FOR EACH ROW EXECUTE FUNCTION stream_emit('member', 'workspace_id', 'username', 'role', 'disabled');
@@ -27,30 +28,17 @@ const Channel = "millwright_stream"
 //     or a WHEN clause on the trigger for columns that change often and matter to no cache.
 //   - TRUNCATE fires no row trigger: do not truncate streamed tables outside tests.
 //
-// Ordering. Consumers read "id > last", so an id must never become visible after a higher one.
-// Identity values are handed out at insert time, not at commit time, so ids are assigned under
-// a transaction-scoped advisory lock: the transaction holding it commits (becomes visible)
-// before the lock is released, and the next writer only draws its id after that, so ids become
-// visible in commit order. A reader that sees id N therefore sees every committed id below N.
-//
-// To keep that lock short, a trigger does not take it: stream_emit parks the event in
-// stream_pending (UNLOGGED: its rows never outlive their transaction), and a DEFERRED constraint
-// trigger moves it into the outbox at COMMIT. The lock is thus held only for the commit itself,
-// not from the first write to the end of the transaction (which would serialise every writer
-// behind the slowest open transaction and turn any two writers that touch a common row in
-// different orders into a deadlock). Events of one transaction keep their statement order. A
+// A trigger does not write the outbox itself: stream_emit parks the event in stream_pending
+// (UNLOGGED: its rows never outlive their transaction), and a DEFERRED constraint trigger
+// moves it into the outbox at COMMIT, so an event's id is drawn as late as possible (the
+// window in which a drawn id is not yet visible, which readers wait out, is the commit itself,
+// not the whole transaction). Events of one transaction keep their statement order. A
 // rolled-back transaction leaves nothing: its pending rows, outbox rows and notifications are
 // all discarded with it (its ids, already drawn, are simply never used: ids have gaps).
-// (SET CONSTRAINTS ALL IMMEDIATE in a writer moves the flush to the end of each statement:
-// still correct, only the lock is held longer.)
 //
-// stream_append (used by Append for events no trigger produces) returns the new id, so it
-// assigns it immediately and holds the lock from that call to commit: call it last in its
-// transaction.
-//
-// Pruning deletes old rows and raises stream_state.pruned_through in the same transaction, so
-// "every deleted id is <= pruned_through" always holds; a consumer resuming from an older id
-// is told to resync.
+// Version 1 ordered ids with a global advisory lock held from the id draw through COMMIT;
+// UpgradeSQL replaces that (see its comment). This text is kept as shipped: it is what every
+// existing database ran, and a new database runs it too, then the same upgrade.
 const SchemaSQL = `
 CREATE TABLE stream_outbox (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -255,18 +255,35 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 	connected()
 	defer s.live.Store(false)
 
+	// wait is how long the next wait for a notification lasts. Only one committing writer at
+	// a time notifies (UpgradeSQL), and an event is delivered only once the transactions open
+	// at its draw have ended: after a read that delivered something, or found events not safe
+	// yet, the listener reads again soon (quickPoll, doubling while nothing new comes), which
+	// picks up the writers that committed just after the notifying one; idle, it falls back to
+	// PollInterval.
+	wait := s.opts.PollInterval
 	for {
-		if err := s.catchUp(ctx, conn); err != nil {
+		delivered, pending, err := s.catchUp(ctx, conn)
+		if err != nil {
 			return err
 		}
 		// Live only once this connection has delivered everything committed while the last
 		// one was down: a cache may trust its entries again from here on.
 		s.live.Store(true)
-		if err := s.waitNotification(ctx, conn); err != nil {
+		switch {
+		case delivered:
+			wait = quickPoll
+		case pending || wait < s.opts.PollInterval:
+			wait = min(2*wait, s.opts.PollInterval)
+		}
+		if err := s.waitNotification(ctx, conn, wait); err != nil {
 			return err
 		}
 	}
 }
+
+// quickPoll is the listener's first re-read after it delivered events (see listen).
+const quickPoll = 5 * time.Millisecond
 
 func (s *Stream) startPosition(ctx context.Context, q Querier) (int64, error) {
 	if s.opts.StartAfter != nil {
@@ -275,10 +292,10 @@ func (s *Stream) startPosition(ctx context.Context, q Querier) (int64, error) {
 	return Head(ctx, q)
 }
 
-// waitNotification returns nil when a notification of an id not yet delivered arrives or the
-// poll interval passes, and an error when the connection failed or ctx is done.
-func (s *Stream) waitNotification(ctx context.Context, conn *pgx.Conn) error {
-	wctx, cancel := context.WithTimeout(ctx, s.opts.PollInterval)
+// waitNotification returns nil when a notification arrives or d passes, and an error when the
+// connection failed or ctx is done.
+func (s *Stream) waitNotification(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	for {
 		n, err := conn.WaitForNotification(wctx)
@@ -300,33 +317,40 @@ func (s *Stream) waitNotification(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// catchUp delivers every committed event after Position, in id order.
-func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn) error {
+// catchUp delivers every safe event after Position, in id order. delivered says it delivered
+// something; pending that committed events after the new Position are not safe yet.
+func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn) (delivered, pending bool, err error) {
 	for {
 		pos := s.Position()
 		evs, err := readAfter(ctx, conn, pos, batchSize)
 		if err != nil {
-			return err
+			return delivered, false, err
 		}
 		// Read after the rows: if nothing after pos was pruned by now, the rows are complete.
 		pruned, err := prunedThrough(ctx, conn)
 		if err != nil {
-			return err
+			return delivered, false, err
 		}
 		if pos < pruned {
 			head, err := Head(ctx, conn)
 			if err != nil {
-				return err
+				return delivered, false, err
 			}
 			s.log.Warn("stream listener fell behind the retention window; telling subscribers to resync",
 				"position", pos, "pruned_through", pruned, "head", head)
 			s.resyncs.Add(1)
 			s.deliver([]Event{{ID: head, Op: OpResync, CreatedAt: time.Now()}})
+			delivered = true
 			continue
 		}
 		s.deliver(evs)
+		delivered = delivered || len(evs) > 0
 		if len(evs) < batchSize {
-			return nil
+			latest, err := Latest(ctx, conn)
+			if err != nil {
+				return delivered, false, err
+			}
+			return delivered, latest > s.Position(), nil
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/pkg/validate"
+	"github.com/millwright/millwright/services/policy/internal/builder"
 	"github.com/millwright/millwright/services/policy/internal/settings"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -42,6 +43,7 @@ type handlers struct {
 	Deps
 	checks   *semaphore.Weighted
 	checkCap int64
+	checker  *builder.Checker // the builder verdict, over the store
 }
 
 // Register registers every policy service on gs.
@@ -55,7 +57,8 @@ func Register(gs grpc.ServiceRegistrar, d Deps) {
 	if d.CheckQueueWait <= 0 {
 		d.CheckQueueWait = DefaultCheckQueueWait
 	}
-	h := &handlers{Deps: d, checks: semaphore.NewWeighted(d.CheckBytesInFlight), checkCap: d.CheckBytesInFlight}
+	h := &handlers{Deps: d, checks: semaphore.NewWeighted(d.CheckBytesInFlight), checkCap: d.CheckBytesInFlight,
+		checker: &builder.Checker{Store: d.Store, Limits: BuilderLimits}}
 	policyv1.RegisterWorkspaceServiceServer(gs, &workspaceServer{h: h})
 	policyv1.RegisterCatalogServiceServer(gs, &catalogServer{h: h})
 	policyv1.RegisterTagServiceServer(gs, &tagServer{h: h})

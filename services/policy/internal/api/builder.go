@@ -2,9 +2,8 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 
@@ -23,15 +22,14 @@ import (
 // is still refused, by the transport).
 var BuilderLimits = builder.Limits{MaxBytes: 3 << 20, MaxModuleDepth: 64}
 
-// Answer bounds (stated in builder.proto). A refusal lists at most maxBuilderDetails
+// Answer bounds (stated in builder.proto). A refusal lists at most builder.MaxFindings
 // violations (the status travels in a trailer; the message and the first ErrorInfo's "omitted"
 // say how many more there were, and the refusal stands either way); each list of an answer at
 // most maxBuilderListed entries; and everything rendered into one answer (pointers, paths,
 // messages) at most maxAnswerBytes. Past any of them entries are counted, not rendered.
 const (
-	maxBuilderDetails = 100
-	maxBuilderListed  = 1000
-	maxAnswerBytes    = 1 << 20
+	maxBuilderListed = 1000
+	maxAnswerBytes   = 1 << 20
 )
 
 // answerBudget is the byte budget of one answer, shared by all its lists.
@@ -58,7 +56,7 @@ type builderServer struct {
 type builderCaller struct {
 	id       auth.Identity
 	tenancy  policy.Tenancy
-	operator bool // operators (and any role that is not admin or developer) are held to the walk
+	operator bool // builder.HeldToWalk: check_operator_can_build applies
 }
 
 // caller authorizes the call and resolves the member the check is about: the user behind a user
@@ -83,7 +81,7 @@ func (h *handlers) builderCaller(ctx context.Context, ws, onBehalfOf string) (bu
 			return builderCaller{}, mapErr(policy.ErrMemberDisabled)
 		}
 	}
-	return builderCaller{id: c.ID, tenancy: t, operator: t.Role != policy.RoleAdmin && t.Role != policy.RoleDeveloper}, nil
+	return builderCaller{id: c.ID, tenancy: t, operator: builder.HeldToWalk(t.Role)}, nil
 }
 
 // canBuild is check_operator_can_build for operators, over the cached settings; it returns the
@@ -102,50 +100,6 @@ func (h *handlers) canBuild(ctx context.Context, bc builderCaller) (policy.Opera
 	return st, nil
 }
 
-// finding is one violation, value-only or found by the service's own checks. Its pointer is
-// rendered only if the finding is answered.
-type finding struct {
-	reason  commonv1.ErrorReason
-	doc     builder.Doc
-	pointer builder.Pointer
-	suffix  string // appended to the rendered pointer (a member of the pointed value)
-	message string
-	md      map[string]string
-}
-
-func (f finding) renderPointer() string {
-	p := f.pointer.String()
-	if f.suffix != "" {
-		p += f.suffix
-	}
-	return p
-}
-
-// findingList keeps the first maxBuilderDetails findings and counts the rest: a check over
-// 20,000 unreadable references builds a hundred findings, not 20,000.
-type findingList struct {
-	list    []finding
-	omitted int
-}
-
-// add appends the finding mk builds, or only counts it when the list is full.
-func (l *findingList) add(mk func() finding) {
-	if len(l.list) >= maxBuilderDetails {
-		l.omitted++
-		return
-	}
-	l.list = append(l.list, mk())
-}
-
-func (l *findingList) extend(o findingList) {
-	for _, f := range o.list {
-		l.add(func() finding { return f })
-	}
-	l.omitted += o.omitted
-}
-
-func (l *findingList) empty() bool { return len(l.list) == 0 && l.omitted == 0 }
-
 func reasonOf(r builder.Reason) commonv1.ErrorReason {
 	if v, ok := commonv1.ErrorReason_value["ERROR_REASON_"+string(r)]; ok {
 		return commonv1.ErrorReason(v)
@@ -154,43 +108,29 @@ func reasonOf(r builder.Reason) commonv1.ErrorReason {
 	return commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED
 }
 
-// fromViolations takes the walk's violations (already capped) and the count it omitted.
-func fromViolations(vs []builder.Violation, omitted int) findingList {
-	var l findingList
-	for _, v := range vs {
-		l.add(func() finding {
-			return finding{reason: reasonOf(v.Reason), doc: v.Doc, pointer: v.Pointer, message: v.Message}
-		})
-	}
-	l.omitted += omitted
-	return l
-}
-
 // toProtoFindings renders the findings that fit the budget and returns how many did not.
-func toProtoFindings(l findingList, b *answerBudget) ([]*policyv1.BuilderFinding, int32) {
-	out := make([]*policyv1.BuilderFinding, 0, len(l.list))
-	omitted := l.omitted
-	for _, f := range l.list {
-		ptr := f.renderPointer()
-		if !b.take(len(ptr) + len(f.message) + 64) {
+func toProtoFindings(l builder.Findings, b *answerBudget) ([]*policyv1.BuilderFinding, int32) {
+	out := make([]*policyv1.BuilderFinding, 0, len(l.List))
+	omitted := l.Omitted
+	for _, f := range l.List {
+		if !b.take(len(f.Pointer) + len(f.Message) + 64) {
 			omitted++
 			continue
 		}
-		out = append(out, &policyv1.BuilderFinding{Reason: f.reason.String(), Doc: string(f.doc), Pointer: ptr, Message: f.message})
+		out = append(out, &policyv1.BuilderFinding{Reason: reasonOf(f.Reason).String(), Doc: string(f.Doc), Pointer: f.Pointer, Message: f.Message})
 	}
 	return out, int32(omitted)
 }
 
-// refuse is the one PermissionDenied carrying the listed violations; the message counts them all.
-func refuse(what string, l findingList) error {
+// refusal is the one PermissionDenied carrying the listed findings; the message counts them all.
+func refusal(r *builder.Refusal) error {
 	b := newBudget()
-	omitted := l.omitted
-	ds := make([]errs.Detail, 0, len(l.list))
-	for _, f := range l.list {
-		ptr := f.renderPointer()
-		md := map[string]string{"doc": string(f.doc)}
-		size := len(ptr) + len(f.message) + 64
-		for k, v := range f.md {
+	omitted := r.Findings.Omitted
+	ds := make([]errs.Detail, 0, len(r.Findings.List))
+	for _, f := range r.Findings.List {
+		md := map[string]string{"doc": string(f.Doc)}
+		size := len(f.Pointer) + len(f.Message) + 64
+		for k, v := range f.Metadata {
 			md[k] = v
 			size += len(k) + len(v)
 		}
@@ -198,9 +138,9 @@ func refuse(what string, l findingList) error {
 			omitted++
 			continue
 		}
-		ds = append(ds, errs.Detail{Reason: f.reason, Pointer: ptr, Message: f.message, Metadata: md})
+		ds = append(ds, errs.Detail{Reason: reasonOf(f.Reason), Pointer: f.Pointer, Message: f.Message, Metadata: md})
 	}
-	msg := fmt.Sprintf("%s refused: %d violation(s)", what, len(ds)+omitted)
+	msg := fmt.Sprintf("%s refused: %d violation(s)", r.What, len(ds)+omitted)
 	if omitted > 0 {
 		msg += fmt.Sprintf(" (the first %d are listed)", len(ds))
 		if len(ds) > 0 {
@@ -214,12 +154,19 @@ var docField = map[builder.Doc]string{
 	builder.DocFlow: "flow_json", builder.DocAppValue: "app_value_json", builder.DocAppPolicy: "policy_json",
 }
 
-// inputError maps a document the walk could not judge to InvalidArgument naming the field, the
-// document, the pointer and the rule; a limit is VALUE_TOO_LARGE.
-func inputError(err error) error {
-	ie, ok := err.(*builder.InputError)
-	if !ok {
-		return err
+// checkError maps the checker's errors: a document the walk could not judge is InvalidArgument
+// naming the field, the document, the pointer and the rule (a limit is VALUE_TOO_LARGE); a
+// refusal is PermissionDenied with every listed finding; anything else (the workspace could
+// not be read) goes through mapErr.
+func checkError(err error) error {
+	var ie *builder.InputError
+	var ref *builder.Refusal
+	switch {
+	case errors.As(err, &ref):
+		return refusal(ref)
+	case errors.As(err, &ie):
+	default:
+		return mapErr(err)
 	}
 	reason := commonv1.ErrorReason_ERROR_REASON_INVALID_FIELD
 	if ie.Limit {
@@ -230,15 +177,6 @@ func inputError(err error) error {
 		Reason: reason, Pointer: ie.Pointer, Message: ie.Rule,
 		Metadata: map[string]string{"field": field, "doc": string(ie.Doc), "rule": ie.Rule},
 	}})
-}
-
-func isHub(p string) bool { return strings.HasPrefix(p, "hub/") }
-
-func kindRef(k builder.RunnableKind, p string) policy.Ref {
-	if k == builder.KindFlow {
-		return policy.Ref{Kind: policy.KindFlow, Path: p}
-	}
-	return policy.Ref{Kind: policy.KindScript, Path: p}
 }
 
 // listRefs renders at most maxBuilderListed references within the budget; the rest are counted.
@@ -252,64 +190,9 @@ func listRefs(refs []builder.RunnableRef, b *answerBudget) ([]*policyv1.BuilderR
 		if !b.take(len(r.Path) + len(ptr) + 16) {
 			return out, int32(len(refs) - len(out))
 		}
-		k := policyv1.RunnableKind_RUNNABLE_KIND_SCRIPT
-		if r.Kind == builder.KindFlow {
-			k = policyv1.RunnableKind_RUNNABLE_KIND_FLOW
-		}
-		out = append(out, &policyv1.BuilderRef{Kind: k, Path: r.Path, Pointer: ptr})
+		out = append(out, &policyv1.BuilderRef{Kind: protoKind(r.Kind), Path: r.Path, Pointer: ptr})
 	}
 	return out, 0
-}
-
-// surface is one list of runnable references and the document its pointers are into.
-type surface struct {
-	doc  builder.Doc
-	refs []builder.RunnableRef
-}
-
-// checkReadable re-reads every referenced workspace path under the caller's RLS, in one query
-// for all distinct paths of all surfaces, and returns a PATH_NOT_READABLE per unreadable
-// reference. Hub paths are not looked up: the walk refuses them for operators, and they are
-// not workspace runnables for anyone else. The walk has already bounded the references in
-// number (builder.Limits.MaxRefs) and length (MaxRefBytes), so this work is linear.
-func (h *handlers) checkReadable(ctx context.Context, bc builderCaller, surfaces ...surface) (findingList, error) {
-	seen := map[policy.Ref]struct{}{}
-	var refs []policy.Ref
-	for _, s := range surfaces {
-		for _, r := range s.refs {
-			if isHub(r.Path) {
-				continue
-			}
-			ref := kindRef(r.Kind, r.Path)
-			if _, ok := seen[ref]; !ok {
-				seen[ref] = struct{}{}
-				refs = append(refs, ref)
-			}
-		}
-	}
-	if len(refs) == 0 {
-		return findingList{}, nil
-	}
-	ok, err := h.Store.ReadablePaths(ctx, bc.tenancy.Username, bc.tenancy.Workspace, refs)
-	if err != nil {
-		return findingList{}, mapErr(err)
-	}
-	var out findingList
-	for _, s := range surfaces {
-		for _, r := range s.refs {
-			if isHub(r.Path) {
-				continue
-			}
-			if _, yes := ok[kindRef(r.Kind, r.Path)]; !yes {
-				out.add(func() finding {
-					return finding{reason: commonv1.ErrorReason_ERROR_REASON_PATH_NOT_READABLE, doc: s.doc, pointer: r.Pointer,
-						message: fmt.Sprintf("%s %s is not readable by %s (or does not exist)", r.Kind, r.Path, bc.tenancy.Username),
-						md:      map[string]string{"kind": string(r.Kind), "path": r.Path}}
-				})
-			}
-		}
-	}
-	return out, nil
 }
 
 // admit holds a share of the process's budget for expensive checks, weighted by the request's
@@ -347,53 +230,16 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 		return nil, err
 	}
 	defer done()
-	// The string form: the 2 MB field is parsed in place rather than copied to []byte and back.
-	rep, err := builder.WalkFlowString(req.GetFlowJson(), BuilderLimits)
+	res, err := s.h.checker.CheckFlow(ctx, bc.tenancy, req.GetFlowJson())
 	if err != nil {
-		return nil, inputError(err)
+		return nil, checkError(err)
 	}
 	// Pointers read the parsed document: everything is rendered before this returns.
-	defer rep.Release()
-	var refused, code findingList
-	if bc.operator {
-		refused = fromViolations(rep.Violations, rep.ViolationsOmitted)
-	} else {
-		code = fromViolations(rep.Violations, rep.ViolationsOmitted)
-	}
-
-	// The three database checks (tags, paths, pins) read independent things, each in its own
-	// statement or transaction as before; they run concurrently to overlap their round trips
-	// (~20 ms in sequence on a 10,000-step flow). Findings and errors are combined in the
-	// sequential order (tags, then paths, then pins), so the answer is unchanged.
-	var (
-		wg                      sync.WaitGroup
-		tagFs, unread, pinFs    findingList
-		tagErr, readErr, pinErr error
-	)
-	wg.Add(3)
-	go func() { defer wg.Done(); tagFs, tagErr = s.checkTags(ctx, bc, rep.Tags) }()
-	go func() {
-		defer wg.Done()
-		// Paths: every runnable (pinned steps included) re-read under the caller's RLS, one query.
-		unread, readErr = s.h.checkReadable(ctx, bc, surface{builder.DocFlow, rep.Runnables})
-	}()
-	go func() { defer wg.Done(); pinFs, pinErr = s.checkPins(ctx, bc, rep.Pins) }()
-	wg.Wait()
-	for _, err := range []error{tagErr, readErr, pinErr} {
-		if err != nil {
-			return nil, err
-		}
-	}
-	refused.extend(tagFs)
-	refused.extend(unread)
-	refused.extend(pinFs)
-	if !refused.empty() {
-		return nil, refuse("flow", refused)
-	}
-
+	defer res.Release()
+	rep := res.Report
 	b := newBudget()
 	out := &policyv1.CheckFlowResponse{Role: roleToProto(bc.tenancy.Role)}
-	out.CodeFindings, out.CodeFindingsOmitted = toProtoFindings(code, b)
+	out.CodeFindings, out.CodeFindingsOmitted = toProtoFindings(res.Code, b)
 	for i, t := range rep.Tags {
 		ptr := t.Pointer.String()
 		if i >= maxBuilderListed || !b.take(len(t.Tag)+len(ptr)+16) {
@@ -410,73 +256,6 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 			break
 		}
 		out.Pins = append(out.Pins, &policyv1.BuilderPin{Path: p.Path, Hash: p.Hash, Pointer: ptr})
-	}
-	return out, nil
-}
-
-// checkTags reads the workspace's tag rules once, decides each distinct tag once and reports
-// every refused tag.
-func (s *builderServer) checkTags(ctx context.Context, bc builderCaller, tags []builder.TagRef) (findingList, error) {
-	var out findingList
-	if len(tags) == 0 {
-		return out, nil
-	}
-	rules, err := s.h.Store.WorkerTags(ctx, bc.tenancy.Workspace)
-	if err != nil {
-		return out, mapErr(err)
-	}
-	verdict := map[string]error{}
-	for _, t := range tags {
-		e, done := verdict[t.Tag]
-		if !done {
-			e = policy.CheckTags(rules, bc.tenancy.Role, []string{t.Tag})
-			verdict[t.Tag] = e
-		}
-		if e != nil {
-			out.add(func() finding {
-				rule := "unknown"
-				if te, ok := e.(*policy.TagError); ok {
-					rule = te.Reason
-				}
-				return finding{reason: commonv1.ErrorReason_ERROR_REASON_TAG_NOT_ALLOWED, doc: builder.DocFlow,
-					pointer: t.Pointer, message: e.Error(), md: map[string]string{"tag": t.Tag, "rule": rule}}
-			})
-		}
-	}
-	return out, nil
-}
-
-// checkPins: a step carrying a hash is dispatched by the hash alone, so the hash must be a
-// version of the path beside it, in this workspace. One query for every distinct pair.
-func (s *builderServer) checkPins(ctx context.Context, bc builderCaller, pinRefs []builder.PinRef) (findingList, error) {
-	var out findingList
-	var pins []policy.Pin
-	seenPin := map[policy.Pin]struct{}{}
-	for _, p := range pinRefs {
-		pin := policy.Pin{Path: p.Path, Hash: p.Hash}
-		if _, ok := seenPin[pin]; !ok && !isHub(p.Path) {
-			seenPin[pin] = struct{}{}
-			pins = append(pins, pin)
-		}
-	}
-	if len(pins) == 0 {
-		return out, nil
-	}
-	found, err := s.h.Store.PinnedVersions(ctx, bc.tenancy.Workspace, pins)
-	if err != nil {
-		return out, mapErr(err)
-	}
-	for _, p := range pinRefs {
-		if isHub(p.Path) {
-			continue
-		}
-		if _, ok := found[policy.Pin{Path: p.Path, Hash: p.Hash}]; !ok {
-			out.add(func() finding {
-				return finding{reason: commonv1.ErrorReason_ERROR_REASON_HASH_MISMATCH, doc: builder.DocFlow,
-					pointer: p.Pointer, suffix: "/hash", message: fmt.Sprintf("hash %s is not a version of script %s in this workspace", p.Hash, p.Path),
-					md: map[string]string{"path": p.Path, "hash": p.Hash}}
-			})
-		}
 	}
 	return out, nil
 }
@@ -511,46 +290,22 @@ func (s *builderServer) CheckApp(ctx context.Context, req *policyv1.CheckAppRequ
 		return nil, err
 	}
 	defer done()
-	rep, err := builder.WalkApp([]byte(req.GetAppValueJson()), []byte(req.GetPolicyJson()), BuilderLimits,
-		builder.AppOptions{StripSDKReadScopes: bc.operator && st.StripBuilderSDKReadScopes})
-	if err != nil {
-		return nil, inputError(err)
-	}
-	defer rep.Release()
-	var refused, code findingList
-	if bc.operator {
-		refused = fromViolations(rep.Violations, rep.ViolationsOmitted)
-	} else {
-		code = fromViolations(rep.Violations, rep.ViolationsOmitted)
-	}
 	dp, ok := deployPaths[req.GetDeployPath()]
 	if !ok {
 		dp = builder.DeploySource // unreachable past the validator; the dangerous one if it were
 	}
-	refused.extend(fromViolations(builder.CheckDeployPath(dp, bc.operator, scopes), 0))
-	// Two surfaces, not one list: the policy's triggerables and the value's runnableByPath.
-	unread, err := s.h.checkReadable(ctx, bc, surface{builder.DocAppPolicy, rep.PolicyPaths}, surface{builder.DocAppValue, rep.ValuePaths})
+	res, err := s.h.checker.CheckApp(ctx, bc.tenancy, st, builder.AppRequest{Value: req.GetAppValueJson(),
+		Policy: req.GetPolicyJson(), Deploy: dp, Scopes: scopes})
 	if err != nil {
-		return nil, err
+		return nil, checkError(err)
 	}
-	refused.extend(unread)
-	if !refused.empty() {
-		return nil, refuse("app", refused)
-	}
-	normalized := string(rep.NormalizedPolicy)
-	if !bc.operator {
-		// Not a builder app: the platform stores the policy as sent.
-		normalized = req.GetPolicyJson()
-		if t := strings.TrimSpace(normalized); t == "" || t == "null" {
-			normalized = "{}"
-		}
-	}
+	defer res.Release()
 	b := newBudget()
-	out := &policyv1.CheckAppResponse{Role: roleToProto(bc.tenancy.Role), NormalizedPolicyJson: normalized,
-		ExecutionMode: rep.ExecutionMode, Kind: string(rep.Kind)}
-	out.CodeFindings, out.CodeFindingsOmitted = toProtoFindings(code, b)
-	out.PolicyPaths, out.PolicyPathsOmitted = listRefs(rep.PolicyPaths, b)
-	out.ValuePaths, out.ValuePathsOmitted = listRefs(rep.ValuePaths, b)
+	out := &policyv1.CheckAppResponse{Role: roleToProto(bc.tenancy.Role), NormalizedPolicyJson: res.NormalizedPolicy,
+		ExecutionMode: res.Report.ExecutionMode, Kind: string(res.Report.Kind)}
+	out.CodeFindings, out.CodeFindingsOmitted = toProtoFindings(res.Code, b)
+	out.PolicyPaths, out.PolicyPathsOmitted = listRefs(res.Report.PolicyPaths, b)
+	out.ValuePaths, out.ValuePathsOmitted = listRefs(res.Report.ValuePaths, b)
 	return out, nil
 }
 
@@ -563,44 +318,13 @@ func (s *builderServer) CheckPreview(ctx context.Context, req *policyv1.CheckPre
 		return nil, err
 	}
 	_, rawCode := req.GetTarget().(*policyv1.CheckPreviewRequest_RawCode)
-	refused := fromViolations(builder.CheckPreview(req.GetPath(), rawCode, bc.operator), 0)
-	out := &policyv1.CheckPreviewResponse{Role: roleToProto(bc.tenancy.Role)}
-	if !rawCode {
-		// One reading per path (builder.PreviewRefs): the path is at most 1 KiB (validator), and
-		// only the reading after the last ':' can name a runnable.
-		cands, bare := builder.PreviewRefs(req.GetPath())
-		var ws []builder.RunnableRef
-		for _, c := range cands {
-			if !isHub(c.Path) {
-				ws = append(ws, c)
-			}
-		}
-		unread, err := s.h.checkReadable(ctx, bc, surface{builder.DocRequest, ws})
-		if err != nil {
-			return nil, err
-		}
-		bad := map[builder.RunnableRef]bool{}
-		for _, u := range unread.list {
-			bad[builder.RunnableRef{Kind: builder.RunnableKind(u.md["kind"]), Path: u.md["path"]}] = true
-		}
-		for _, c := range ws {
-			if !bad[builder.RunnableRef{Kind: c.Kind, Path: c.Path}] {
-				out.Runnables = append(out.Runnables, &policyv1.BuilderRef{Kind: protoKind(c.Kind), Path: c.Path})
-			}
-		}
-		switch {
-		case bare && len(ws) == 2 && len(unread.list) == 2:
-			// A bare path resolves to the script or the flow of that path: neither is readable.
-			u := unread.list[0]
-			u.md = map[string]string{"kind": "script or flow", "path": u.md["path"]}
-			u.message = fmt.Sprintf("no script or flow %s is readable by %s", u.md["path"], bc.tenancy.Username)
-			refused.add(func() finding { return u })
-		case !bare:
-			refused.extend(unread)
-		}
+	refs, err := s.h.checker.CheckPreview(ctx, bc.tenancy, req.GetPath(), rawCode)
+	if err != nil {
+		return nil, checkError(err)
 	}
-	if !refused.empty() {
-		return nil, refuse("preview", refused)
+	out := &policyv1.CheckPreviewResponse{Role: roleToProto(bc.tenancy.Role)}
+	for _, r := range refs {
+		out.Runnables = append(out.Runnables, &policyv1.BuilderRef{Kind: protoKind(r.Kind), Path: r.Path})
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,6 +59,11 @@ type Parts struct {
 	Authn    *authn.Local
 }
 
+// defaultMaxConns is the pool size when DATABASE_URL sets none: enough to keep commits of the
+// job path in flight together (PostgreSQL groups their WAL flushes), small enough that three
+// replicas and the other services fit in max_connections = 100.
+const defaultMaxConns = 24
+
 // Run serves the policy service until ctx ends.
 func Run(ctx context.Context, cfg server.Config, o Options) error {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL.Reveal())
@@ -71,6 +77,13 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	// planning pass per statement, which these short queries do not notice.
 	if _, set := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
+	// pgxpool's default (4 connections on 2 cores) made the job path wait for a connection:
+	// each RecordRun and FinishRun holds one through a durable COMMIT, which is I/O, not CPU,
+	// so 64 callers queued behind 4 commits (docs/benchmarks.md, job path). pool_max_conns in
+	// DATABASE_URL still wins.
+	if !strings.Contains(cfg.DatabaseURL.Reveal(), "pool_max_conns") {
+		pcfg.MaxConns = defaultMaxConns
 	}
 	if o.Tracer != nil {
 		pcfg.ConnConfig.Tracer = o.Tracer

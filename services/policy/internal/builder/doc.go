@@ -26,6 +26,9 @@
 // (module, tool, input transform and app runnable types, triggerable prefixes, execution modes,
 // preview forms) refuse what they do not know.
 //
-// The package imports neither gRPC nor SQL; internal/api maps *InputError to InvalidArgument
-// and violations to PermissionDenied with the Reason in ErrorInfo.
+// Checker (check.go) is the whole verdict: the walk, then what only the workspace can answer
+// (readable paths, allowed tags, known pins), read through the Store interface, and the split
+// between operators, held to the walk, and authors, to whom its findings are reported. The
+// package imports neither gRPC nor SQL; internal/api maps *InputError to InvalidArgument and
+// *Refusal to PermissionDenied with each finding's Reason in ErrorInfo.
 package builder

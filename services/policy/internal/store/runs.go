@@ -163,22 +163,32 @@ func (s *Store) RunByToken(ctx context.Context, digest []byte) (Run, error) {
 	return run, err
 }
 
-// FinishRun marks a run finished and revokes its job token in one transaction (events "run"
-// and "token"). Finishing a finished run succeeds and changes nothing.
+// finishRunSQL finishes a run and revokes its job token in one statement (one round trip, one
+// implicit transaction; events "run" and "token"). Both UPDATEs see the same snapshot and
+// re-check their row after waiting for a concurrent writer, so two racing calls finish and
+// revoke once. It answers whether the run exists in that workspace.
+const finishRunSQL = `
+WITH r AS (
+    SELECT token_id FROM run WHERE job_id = $1 AND workspace_id = $2
+), fr AS (
+    UPDATE run SET finished_at = now() WHERE job_id = $1 AND workspace_id = $2 AND finished_at IS NULL
+), ft AS (
+    UPDATE token SET revoked_at = now() WHERE id = (SELECT token_id FROM r) AND revoked_at IS NULL
+)
+SELECT EXISTS (SELECT 1 FROM r)`
+
+// FinishRun marks a run finished and revokes its job token atomically (events "run" and
+// "token"). Finishing a finished run succeeds and changes nothing.
 func (s *Store) FinishRun(ctx context.Context, ws, jobID string) error {
-	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		var tokenID string
-		err := tx.QueryRow(ctx, `SELECT token_id FROM run WHERE job_id = $1 AND workspace_id = $2 FOR UPDATE`, jobID, ws).Scan(&tokenID)
-		if errNoRows(err) {
-			return policy.NotFound("run", jobID)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE run SET finished_at = now() WHERE job_id = $1 AND finished_at IS NULL`, jobID); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE token SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, tokenID)
-		return err
+	var found bool
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, finishRunSQL, jobID, ws).Scan(&found)
 	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return policy.NotFound("run", jobID)
+	}
+	return nil
 }

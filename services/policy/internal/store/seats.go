@@ -36,7 +36,10 @@ func checkSeats(ctx context.Context, tx pgx.Tx, check func(ctx context.Context, 
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, seatLock); err != nil {
 			return err
 		}
-		head, err := stream.Head(ctx, tx)
+		// Latest, not Head: billing must have applied every event committed so far (the last
+		// seat writer's included, which released seatLock at its commit); Head may stop below
+		// it while unrelated transactions are still committing.
+		head, err := stream.Latest(ctx, tx)
 		if err != nil {
 			return err
 		}

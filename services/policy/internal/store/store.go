@@ -52,6 +52,24 @@ func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) er
 	return err
 }
 
+// retry runs fn (one statement in its own implicit transaction) with inTx's retry rule.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := range maxAttempts {
+		err = fn()
+		if !retryable(err) || ctx.Err() != nil || attempt == maxAttempts-1 {
+			return err
+		}
+		d := time.Duration(1<<attempt)*5*time.Millisecond + rand.N(5*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(d):
+		}
+	}
+	return err
+}
+
 func retryable(err error) bool {
 	var pg *pgconn.PgError
 	return errors.As(err, &pg) && (pg.Code == "40001" || pg.Code == "40P01")

@@ -110,21 +110,11 @@ func (e *Engine) Close() {
 	e.clusters = map[string]clusterConn{}
 }
 
-// Store returns the store (for the API's plain reads).
-func (e *Engine) Store() *store.Store { return e.store }
-
-// Keys returns the key ring.
-func (e *Engine) Keys() *secret.Keyring { return e.cfg.Keys }
-
 // AAD strings bind each ciphertext to its row.
 func clusterAAD(id string) string             { return "cluster:" + id }
 func roleAAD(id int64) string                 { return "role:" + strconv.FormatInt(id, 10) }
 func datatableAAD(ws, name string) string     { return "datatable:" + ws + "/" + name }
 func roleSetAAD(cluster, login string) string { return "roleset:" + cluster + "/" + login }
-
-// ClusterAAD, DatatableAAD are used by the API when it stores new credentials.
-func ClusterAAD(id string) string         { return clusterAAD(id) }
-func DatatableAAD(ws, name string) string { return datatableAAD(ws, name) }
 
 // target returns the (cached) admin connection to a cluster; a changed registration reopens it.
 func (e *Engine) target(ctx context.Context, c store.Cluster) (*target.Cluster, error) {

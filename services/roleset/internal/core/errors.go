@@ -8,7 +8,9 @@ import (
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
 
-// Code classifies a refusal; internal/api maps it to a gRPC code and ErrorInfo reason.
+// Code classifies a refusal; internal/api maps each one to a gRPC code and ErrorInfo reason,
+// in a switch that has no default mapping: a Code it does not name is an internal error, and
+// a test walks Codes() so that a new Code without a mapping fails it.
 type Code int
 
 const (
@@ -32,17 +34,24 @@ const (
 	CodeUnauthenticated
 	// CodeNotMember is a subject that is not an enabled member of the workspace.
 	CodeNotMember
-	// CodeFailedPrecondition is a state that forbids the change (a foreign login in the way).
-	CodeFailedPrecondition
-	// CodeUnavailable is a dependency (policy) that could not answer: never a "no".
-	CodeUnavailable
 	// CodeNotOurs is a role on the target cluster under one of our names whose ownership proof
 	// does not verify: never adopted or taken back (Field: the role name).
 	CodeNotOurs
 	// CodeTampered is a role of ours that someone else changed in a way we cannot undo, or
 	// that failed the check after the reset (Field: the role name, Rule: the check).
 	CodeTampered
+
+	codeEnd // one past the last Code; add new Codes above
 )
+
+// Codes lists every Code.
+func Codes() []Code {
+	out := make([]Code, 0, codeEnd-1)
+	for c := CodeInvalid; c < codeEnd; c++ {
+		out = append(out, c)
+	}
+	return out
+}
 
 // Error is a refusal with what a client needs to act on it.
 type Error struct {

@@ -184,7 +184,7 @@ func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
 		return err
 	}
 	if r.OID != 0 {
-		if err := e.retireRole(ctx, r, tc); err != nil && !isMissingRole(err) {
+		if err := e.retireRole(ctx, r, tc); err != nil && !target.IsMissingRole(err) {
 			return err
 		}
 		if err := tc.DropRole(ctx, r.OID, e.catalogRoleProof(r.ID)); err != nil && !errors.Is(err, target.ErrNotOurs) {
@@ -192,10 +192,6 @@ func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
 		}
 	}
 	return e.store.DeleteRoleRow(ctx, r.ID)
-}
-
-func isMissingRole(err error) bool {
-	return err != nil && (containsCode(err, "42704"))
 }
 
 // ---------------------------------------------------------------------------------------

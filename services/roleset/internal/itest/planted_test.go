@@ -13,6 +13,7 @@ import (
 
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/services/roleset/internal/store"
 )
 
 // planter is another instance on the shared target cluster: a login with CREATEROLE and
@@ -274,7 +275,7 @@ func TestPlantedRoleState(t *testing.T) {
 				_, err := resolveCarol()
 				requireRefused(t, err, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED, setLogin)
 				require.Equal(t, before, roleState(t, f, setLogin), "left exactly as it was")
-				_, err = f.r.eng.Store().RoleSet(ctx, f.clusterID, setLogin)
+				_, err = store.New(f.r.pool).RoleSet(ctx, f.clusterID, setLogin)
 				require.Error(t, err, "no row: the login is handed to nobody")
 			})
 		})

@@ -11,6 +11,7 @@ import (
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/services/roleset/internal/core"
+	"github.com/millwright/millwright/services/roleset/internal/store"
 )
 
 // TestReconcileNeverReEnablesADisabledRole: the reconciler gives an enabled role whose login
@@ -20,7 +21,7 @@ import (
 func TestReconcileNeverReEnablesADisabledRole(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	st := f.r.eng.Store()
+	st := store.New(f.r.pool)
 	id, err := strconv.ParseInt(f.apac.GetRoleId(), 10, 64)
 	require.NoError(t, err)
 

@@ -352,6 +352,13 @@ func verifyBlock(s roleSpec, oid int64, memberOf []int64) string {
 	return b.String()
 }
 
+// IsMissingRole reports whether err is the cluster's "role does not exist" (SQLSTATE 42704,
+// undefined_object): the role is already gone, which a retire or a drop counts as done.
+func IsMissingRole(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "42704"
+}
+
 // asTampered turns a verifyBlock refusal (raise_exception with our prefix) into a TamperedError.
 func asTampered(role string, err error) error {
 	var pg *pgconn.PgError

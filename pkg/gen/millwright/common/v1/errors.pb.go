@@ -57,6 +57,11 @@ const (
 	// size) and the call waited its queueing time without a slot: ResourceExhausted, retry later.
 	// Cheap calls (Authenticate, the other services' token checks) are never held by this bound.
 	ErrorReason_ERROR_REASON_OVERLOADED ErrorReason = 23
+	// A dependency the call needs could not answer in time (the database, or another millwright
+	// service such as policy for roleset): Unavailable, retry later with backoff. It is never a
+	// refusal: the question was not decided. Metadata: `dependency` when known (`database`,
+	// `policy`, `stream`).
+	ErrorReason_ERROR_REASON_UNAVAILABLE ErrorReason = 26
 	// Operator builder rights are off in this workspace (spec: operator-builder-rights).
 	ErrorReason_ERROR_REASON_BUILDER_RIGHTS_OFF ErrorReason = 40
 	// A flow step or app component carries code (raw script, inline script).
@@ -133,6 +138,7 @@ var (
 		21: "ERROR_REASON_SCHEMA_NOT_READY",
 		22: "ERROR_REASON_CONFLICT_RETRY",
 		23: "ERROR_REASON_OVERLOADED",
+		26: "ERROR_REASON_UNAVAILABLE",
 		40: "ERROR_REASON_BUILDER_RIGHTS_OFF",
 		41: "ERROR_REASON_INLINE_CODE",
 		42: "ERROR_REASON_NODE_REFERENCE",
@@ -173,6 +179,7 @@ var (
 		"ERROR_REASON_SCHEMA_NOT_READY":       21,
 		"ERROR_REASON_CONFLICT_RETRY":         22,
 		"ERROR_REASON_OVERLOADED":             23,
+		"ERROR_REASON_UNAVAILABLE":            26,
 		"ERROR_REASON_BUILDER_RIGHTS_OFF":     40,
 		"ERROR_REASON_INLINE_CODE":            41,
 		"ERROR_REASON_NODE_REFERENCE":         42,
@@ -231,7 +238,8 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xfa\t\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\x98\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12 \n" +
@@ -246,7 +254,8 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"#ERROR_REASON_STREAM_RESYNC_REQUIRED\x10\x14\x12!\n" +
 	"\x1dERROR_REASON_SCHEMA_NOT_READY\x10\x15\x12\x1f\n" +
 	"\x1bERROR_REASON_CONFLICT_RETRY\x10\x16\x12\x1b\n" +
-	"\x17ERROR_REASON_OVERLOADED\x10\x17\x12#\n" +
+	"\x17ERROR_REASON_OVERLOADED\x10\x17\x12\x1c\n" +
+	"\x18ERROR_REASON_UNAVAILABLE\x10\x1a\x12#\n" +
 	"\x1fERROR_REASON_BUILDER_RIGHTS_OFF\x10(\x12\x1c\n" +
 	"\x18ERROR_REASON_INLINE_CODE\x10)\x12\x1f\n" +
 	"\x1bERROR_REASON_NODE_REFERENCE\x10*\x12\x1b\n" +
