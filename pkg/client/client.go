@@ -11,7 +11,9 @@ import (
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/stream"
 )
 
 // MaxBuilderTTL is the longest a builder flag is served from the cache without a re-read
@@ -58,7 +60,11 @@ type Client struct {
 	token    string
 	retry    RetryPolicy
 	logger   *slog.Logger
-	builder  *builderCache
+	// builder caches the flag per workspace while watcher, the follower of policy's settings
+	// events, is live.
+	builder    *revcache.Cache[string, bool]
+	builderTTL time.Duration
+	watcher    *stream.LiveFollower
 
 	owned     []*grpc.ClientConn
 	cancel    context.CancelFunc
@@ -84,7 +90,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if ttl <= 0 || ttl > MaxBuilderTTL {
 		ttl = MaxBuilderTTL
 	}
-	c.builder = newBuilderCache(ttl, time.Now)
+	c.newBuilderCache(ttl, o.WatchMinBackoff, o.WatchMaxBackoff)
 
 	rs, err := c.conn(ctx, o.RolesetConn, o.RolesetAddr)
 	if err != nil {
@@ -112,7 +118,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	c.events = policyv1.NewEventServiceClient(pol)
 	go func() {
 		defer close(c.done)
-		c.watch(wctx, o.WatchMinBackoff, o.WatchMaxBackoff)
+		_ = c.watcher.Run(wctx)
 	}()
 	return c, nil
 }

@@ -282,7 +282,7 @@ func newPolicyFixture(t *testing.T, ttl time.Duration, silent bool) *policyFixtu
 
 func (p *policyFixture) waitLive(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, p.c.builder.isLive, 5*time.Second, time.Millisecond, "watch stream never became live")
+	require.Eventually(t, p.c.watcher.Live, 5*time.Second, time.Millisecond, "watch stream never became live")
 }
 
 func (p *policyFixture) enabled(t *testing.T, ws string) bool {
@@ -352,9 +352,9 @@ func TestBuilderCache(t *testing.T) {
 		require.True(t, p.enabled(t, "w"))
 
 		p.srv.stop()
-		require.Eventually(t, func() bool { return !p.c.builder.isLive() }, 5*time.Second, time.Millisecond,
+		require.Eventually(t, func() bool { return !p.c.watcher.Live() }, 5*time.Second, time.Millisecond,
 			"a broken stream must stop the cache from answering")
-		require.Zero(t, p.c.builder.len(), "entries dropped when the stream broke")
+		require.Zero(t, p.c.builder.Len(), "entries dropped when the stream broke")
 		p.srv.start()
 		p.waitLive(t)
 		require.GreaterOrEqual(t, p.events.opens(), 2)
@@ -376,11 +376,11 @@ func TestBuilderCache(t *testing.T) {
 		p.waitLive(t)
 		require.True(t, p.enabled(t, "a"))
 		require.True(t, p.enabled(t, "b"))
-		require.Equal(t, 2, p.c.builder.len())
+		require.Equal(t, 2, p.c.builder.Len())
 
 		opens := p.events.opens()
 		p.events.end((&stream.ResyncError{OldestID: 7}).GRPCStatus().Err())
-		require.Eventually(t, func() bool { return p.c.builder.resyncs.Load() == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return p.c.watcher.Resyncs() == 1 }, 5*time.Second, time.Millisecond)
 		require.Eventually(t, func() bool { return p.events.opens() > opens }, 5*time.Second, time.Millisecond)
 		p.waitLive(t)
 		require.True(t, p.enabled(t, "a"))
@@ -418,9 +418,9 @@ func TestBuilderCache(t *testing.T) {
 		p.settings.hold = nil
 		p.settings.builder["w"] = false
 		p.settings.mu.Unlock()
-		gen := p.c.builder.begin()
+		pos := p.c.watcher.Position()
 		p.events.publish("w")
-		require.Eventually(t, func() bool { return p.c.builder.begin() != gen }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return p.c.watcher.Position() != pos }, 5*time.Second, time.Millisecond)
 		close(release)
 		require.True(t, <-got, "the in-flight read answers what it read")
 		require.False(t, p.enabled(t, "w"), "but its stale true was not cached")
@@ -435,7 +435,7 @@ func TestBuilderCache(t *testing.T) {
 			require.True(t, p.enabled(t, "w"))
 		}
 		require.Equal(t, 3, p.settings.readsOf("w"))
-		require.False(t, p.c.builder.isLive())
+		require.False(t, p.c.watcher.Live())
 	})
 
 	t.Run("entries expire after the TTL", func(t *testing.T) {
@@ -455,7 +455,7 @@ func TestBuilderCache(t *testing.T) {
 			c, err := New(context.Background(), Options{PolicyConn: dialTest(t, "127.0.0.1:1"), BuilderTTL: ttl,
 				Logger: slog.New(slog.DiscardHandler)})
 			require.NoError(t, err)
-			require.Equal(t, MaxBuilderTTL, c.builder.ttl)
+			require.Equal(t, MaxBuilderTTL, c.builderTTL)
 			require.NoError(t, c.Close())
 		}
 	})
@@ -469,7 +469,7 @@ func TestBuilderCache(t *testing.T) {
 		_, err := p.c.BuilderEnabled(ctx, "w")
 		require.Error(t, err)
 		require.True(t, status.Code(err) == codes.Unavailable || errors.Is(err, context.DeadlineExceeded), "got %v", err)
-		require.Zero(t, p.c.builder.len())
+		require.Zero(t, p.c.builder.Len())
 	})
 }
 

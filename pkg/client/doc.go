@@ -17,12 +17,12 @@
 //   - The credential is never logged. Connection prints, formats (every fmt verb), logs
 //     (slog.LogValuer) and marshals to JSON without its password; only DSN reveals it.
 //   - The builder flag is revocable. BuilderEnabled caches per workspace (TTL at most 60 s, as
-//     the spec says) and a background stream.Follow on policy's EventService (kind "settings",
-//     from the head) drops an entry as soon as its event is delivered. The cache only answers
-//     while a watch stream is proven live (it has delivered a message since it opened); until
-//     then, and from the moment a stream breaks or asks for a resync, every entry is dropped
-//     and calls read through. A read that raced an invalidation is never stored (generation
-//     check), so a "true" can never outlive the delivery of the event that turned it off.
+//     the spec says) in a revcache.Cache, and a stream.LiveFollower on policy's EventService
+//     (kind "settings", from the head) drops an entry as soon as its event is delivered. The
+//     cache only answers while the watch stream is live (docs/caching.md); until then, and
+//     from the moment a stream breaks or asks for a resync, every entry is dropped and calls
+//     read through. A read that raced an invalidation is never stored (generation check), so
+//     a "true" can never outlive the delivery of the event that turned it off.
 //
 // Options.RolesetConn / Options.PolicyConn accept existing connections (tests, the lead's
 // integration tests, a process that already dials the services); they must not carry

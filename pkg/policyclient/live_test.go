@@ -80,7 +80,7 @@ func TestNothingCachedIsServedWhileTheStreamIsDown(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	tok := "mwu_" + strings.Repeat("A", 43)
-	_, err := a.Authenticate(context.Background(), tok) // starts the watcher at position 5
+	_, err := a.Authenticate(context.Background(), tok) // not cached: the stream has delivered nothing yet
 	require.NoError(t, err)
 	c.messages <- &policyv1.WatchResponse{HeadId: 5} // the heartbeat after the backlog
 	require.Eventually(t, func() bool {

@@ -1,7 +1,8 @@
 // Package stream is the invalidation stream every millwright service carries: an ordered outbox
 // table filled by triggers in the same transaction as each change, a listener that delivers new
 // events to in-process subscribers (cache invalidation) in id order, the server side of the
-// Watch RPC for consumers in other processes, and Follow, the client loop those consumers run.
+// Watch RPC for consumers in other processes, and Follow, the client loop those consumers run
+// (LiveFollower is Follow for a cache: from the head, live while it delivers, docs/caching.md).
 //
 // Design. The database is the source of truth and NOTIFY is only a wake-up call: a listener
 // that misses a notification (connection lost, server restart, notification queue full)

@@ -51,7 +51,7 @@ func TestPolicyclientAuthenticator(t *testing.T) {
 	require.Equal(t, auth.User, id.Kind)
 	require.Equal(t, "op", id.Username)
 	require.Equal(t, "w", id.Workspace)
-	// The watcher starts from the first answer; the second answer is cached.
+	// Cached once the watch stream has delivered its first message.
 	_, ok := waitUntil(2*time.Second, func() bool {
 		_, err := pc.Authenticate(context.Background(), tok)
 		return err == nil && pc.Len() == 1

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/policyclient"
+	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/cache"
 	"github.com/millwright/millwright/services/policy/internal/policy"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -24,20 +25,16 @@ type Store interface {
 // Local is the policy process's Authenticator for its own tokens.
 type Local struct {
 	store Store
-	cache *cache.Cache[[32]byte, auth.Identity]
-	live  func() bool
+	cache *revcache.Cache[[32]byte, auth.Identity]
 }
 
-// New returns a Local authenticator. live reports whether the stream subscriber is connected
-// (nil: always); nothing is cached while it is not.
+// New returns a Local authenticator. live reports whether the stream listener is connected and
+// caught up (nil: never); nothing is cached while it is not.
 func New(st Store, ttl time.Duration, live func() bool) *Local {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	if live == nil {
-		live = func() bool { return true }
-	}
-	return &Local{store: st, cache: cache.New[[32]byte, auth.Identity](ttl, 100_000), live: live}
+	return &Local{store: st, cache: revcache.New[[32]byte, auth.Identity](revcache.Options{TTL: ttl, MaxEntries: 100_000, Live: live})}
 }
 
 // Authenticate implements auth.Authenticator. Strings without a policy prefix are
@@ -47,7 +44,7 @@ func (l *Local) Authenticate(ctx context.Context, token string) (auth.Identity, 
 		return auth.Identity{}, auth.ErrUnknownToken
 	}
 	key := sha256.Sum256([]byte(token))
-	return l.cache.Get(ctx, key, l.live(), func(ctx context.Context) (auth.Identity, time.Time, error) {
+	return l.cache.Get(ctx, key, func(ctx context.Context) (auth.Identity, time.Time, error) {
 		t, err := l.store.Authenticate(ctx, key[:])
 		if errors.Is(err, policy.ErrBadCredential) {
 			return auth.Identity{}, time.Time{}, auth.Unauthenticated("token is unknown, expired or revoked")
@@ -77,25 +74,7 @@ func Identity(t store.TokenIdentity) auth.Identity {
 	return auth.Identity{} // Kind 0: the server refuses it
 }
 
-// OnEvent drops what an event may have changed.
+// OnEvent drops what an event may have changed (the same rule as pkg/policyclient's).
 func (l *Local) OnEvent(e stream.Event) {
-	Invalidate(l.cache, e)
-}
-
-// Invalidate applies one stream event to a cache of identities (shared with pkg/policyclient's
-// logic, kept here in one place for the server): token events drop that token, member events
-// that member's tokens, run events that run's job token, a resync everything.
-func Invalidate(c *cache.Cache[[32]byte, auth.Identity], e stream.Event) {
-	switch {
-	case e.Op == stream.OpResync:
-		c.Purge()
-	case e.Kind == "token":
-		c.InvalidateFunc(func(_ [32]byte, id auth.Identity) bool { return id.TokenID == e.Key })
-	case e.Kind == "member":
-		c.InvalidateFunc(func(_ [32]byte, id auth.Identity) bool {
-			return id.Kind == auth.User && id.Workspace == e.Workspace && id.Username == e.Key
-		})
-	case e.Kind == "run":
-		c.InvalidateFunc(func(_ [32]byte, id auth.Identity) bool { return id.Kind == auth.Job && id.JobID == e.Key })
-	}
+	policyclient.Invalidate(l.cache, e)
 }

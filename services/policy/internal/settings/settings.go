@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/millwright/millwright/pkg/billingclient"
+	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/cache"
 	"github.com/millwright/millwright/services/policy/internal/policy"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -36,25 +36,22 @@ type Store interface {
 type Service struct {
 	store Store
 	seats SeatChecker // nil: no seat check
-	cache *cache.Cache[string, policy.OperatorSettings]
-	// live reports whether the stream subscriber is connected, so that an entry filled now
-	// will be dropped by any later change. Until then nothing is cached.
-	live func() bool
+	cache *revcache.Cache[string, policy.OperatorSettings]
 }
 
-// New returns a Service. ttl <= 0 means DefaultTTL; live nil means always live (tests).
+// New returns a Service. ttl <= 0 means DefaultTTL. live reports whether the stream listener
+// is connected and caught up, so that an entry filled now will be dropped by any later change;
+// nil means never (nothing is cached).
 func New(st Store, seats SeatChecker, ttl time.Duration, live func() bool) *Service {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	if live == nil {
-		live = func() bool { return true }
-	}
-	return &Service{store: st, seats: seats, cache: cache.New[string, policy.OperatorSettings](ttl, 1000), live: live}
+	return &Service{store: st, seats: seats,
+		cache: revcache.New[string, policy.OperatorSettings](revcache.Options{TTL: ttl, MaxEntries: 1000, Live: live})}
 }
 
 // Cache exposes the cache (tests set its clock).
-func (s *Service) Cache() *cache.Cache[string, policy.OperatorSettings] { return s.cache }
+func (s *Service) Cache() *revcache.Cache[string, policy.OperatorSettings] { return s.cache }
 
 // Get returns the stored settings, uncached (what an admin reads and edits).
 func (s *Service) Get(ctx context.Context, ws string) (policy.OperatorSettings, error) {
@@ -63,10 +60,9 @@ func (s *Service) Get(ctx context.Context, ws string) (policy.OperatorSettings, 
 
 // Cached returns the settings through the per-process cache.
 func (s *Service) Cached(ctx context.Context, ws string) (policy.OperatorSettings, error) {
-	// live is read before the load: if the subscriber was connected then, every change
-	// committed after the load's read is delivered, and a delivery racing the fill is caught
-	// by the cache's generation check.
-	return s.cache.Get(ctx, ws, s.live(), func(ctx context.Context) (policy.OperatorSettings, time.Time, error) {
+	// The cache must be live when the load begins: every change committed after the load's
+	// read is then delivered, and a delivery racing the fill is caught by the generation check.
+	return s.cache.Get(ctx, ws, func(ctx context.Context) (policy.OperatorSettings, time.Time, error) {
 		v, err := s.store.OperatorSettings(ctx, ws)
 		return v, time.Time{}, err
 	})

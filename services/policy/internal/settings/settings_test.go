@@ -76,7 +76,7 @@ func TestBuilderCacheEnds(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
-			svc := settings.New(st, nil, 0, nil)
+			svc := settings.New(st, nil, 0, func() bool { return true })
 			clock := time.Unix(1000, 0)
 			svc.Cache().SetClock(func() time.Time { return clock })
 			require.NoError(t, svc.CanBuild(ctx, "w", policy.RoleOperator))
@@ -112,4 +112,15 @@ func TestDevelopersAndAdminsAlwaysBuild(t *testing.T) {
 	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleDeveloper))
 	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator), policy.ErrBuilderOff)
 	require.Error(t, svc.CanBuild(context.Background(), "w", policy.Role("")))
+}
+
+// TestNilLiveNeverCaches: a service built without a stream to vouch for its entries reads
+// through every time (it used to mean "always live": a revoke would then wait for the TTL).
+func TestNilLiveNeverCaches(t *testing.T) {
+	st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
+	svc := settings.New(st, nil, 0, nil)
+	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator))
+	st.set("w", false)
+	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator), policy.ErrBuilderOff)
+	require.Equal(t, 2, st.reads)
 }

@@ -85,15 +85,15 @@ func Serve(ctx context.Context, args []string) error {
 	// tokens on every RPC that is not public; they authenticate so the refusal is a
 	// PermissionDenied naming the rule, and a revoked token an Unauthenticated.
 	tokens := policyclient.New(cc, policyclient.Options{Logger: logger.With("service", "roleset")})
-	var fol *policyid.Follower
+	var fol *stream.LiveFollower
 	// Cached answers only while both streams are connected and caught up: roleset's own (role
 	// disabled on another replica) and policy's (membership, run end).
 	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
-	fol = policyid.NewFollower(pol, cache)
-	own.Subscribe(func(stream.Event) { cache.DropConns() })
 	var sweeps SweepCounts
 	eng := core.New(core.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
 	defer eng.Close()
+	fol = pol.Follower(eng, logger.With("service", "roleset"))
+	own.Subscribe(func(stream.Event) { eng.DropConnections() })
 	h := &api.Server{Engine: eng, Stream: own}
 	expected, err := migrate.Expected(migrations.FS)
 	if err != nil {
@@ -101,7 +101,7 @@ func Serve(ctx context.Context, args []string) error {
 	}
 	reg := server.NewRegistry()
 	reg.MustRegister(own.Collectors("roleset")...)
-	reg.MustRegister(server.CacheCollectors("roleset_connections", cache.ConnStats)...)
+	reg.MustRegister(server.CacheCollectors("roleset_connections", eng.ConnectionCacheStats)...)
 	reg.MustRegister(sweepCollectors(&sweeps)...)
 	reg.MustRegister(server.CacheCollectors("tokens", tokens.Stats)...)
 	reg.MustRegister(tokenCacheCollector("roleset", tokens))

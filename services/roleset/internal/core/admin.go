@@ -34,7 +34,7 @@ func (e *Engine) UpsertCluster(ctx context.Context, c ClusterSpec) (store.Cluste
 	if err != nil {
 		return store.Cluster{}, err
 	}
-	e.Cache.DropConns()
+	e.DropConnections()
 	return out, nil
 }
 
@@ -57,7 +57,7 @@ func (e *Engine) UpsertDatatable(ctx context.Context, d DatatableSpec) (store.Da
 	if err != nil {
 		return store.Datatable{}, err
 	}
-	e.Cache.DropConns()
+	e.DropConnections()
 	return out, nil
 }
 
@@ -97,7 +97,7 @@ func (e *Engine) SetPermissions(ctx context.Context, workspace, name, defaultRol
 	case err != nil:
 		return store.Datatable{}, err
 	}
-	e.Cache.DropConns()
+	e.DropConnections()
 	return d, nil
 }
 

@@ -69,7 +69,7 @@ type Engine struct {
 	cfg      Config
 	store    *store.Store
 	identity Identity
-	Cache    *Cache
+	cache    *Cache
 
 	mu       sync.Mutex
 	clusters map[string]clusterConn
@@ -97,7 +97,7 @@ func New(cfg Config, st *store.Store, id Identity, cache *Cache) *Engine {
 	if cache == nil {
 		cache = NewCache(0, 0, nil)
 	}
-	return &Engine{cfg: cfg, store: st, identity: id, Cache: cache, clusters: map[string]clusterConn{}}
+	return &Engine{cfg: cfg, store: st, identity: id, cache: cache, clusters: map[string]clusterConn{}}
 }
 
 // Close closes the cluster pools.
@@ -198,10 +198,10 @@ func TokenHash(token string) string {
 
 func (e *Engine) run(ctx context.Context, token string) (Run, error) {
 	th := TokenHash(token)
-	if r, ok := e.Cache.Run(th); ok {
+	if r, ok := e.cache.runs.Lookup(th); ok {
 		return r, nil
 	}
-	gen := e.Cache.Gen()
+	t := e.cache.runs.Begin()
 	r, err := e.identity.RunIdentity(ctx, token)
 	if errors.Is(err, ErrUnauthenticated) {
 		return r, refuse(CodeUnauthenticated, "job token refused")
@@ -209,15 +209,15 @@ func (e *Engine) run(ctx context.Context, token string) (Run, error) {
 	if err != nil {
 		return r, err
 	}
-	e.Cache.PutRun(th, r, gen)
+	e.cache.runs.Put(th, r, time.Time{}, t)
 	return r, nil
 }
 
 func (e *Engine) tenancy(ctx context.Context, ws, email string) (tenancy.Identity, error) {
-	if id, ok := e.Cache.Tenancy(ws, email); ok {
+	if id, ok := e.cache.tenancies.Lookup([2]string{ws, email}); ok {
 		return id, nil
 	}
-	gen := e.Cache.Gen()
+	t := e.cache.tenancies.Begin()
 	id, err := e.identity.Tenancy(ctx, ws, email)
 	if errors.Is(err, ErrNotMember) {
 		return id, refuse(CodeNotMember, "the viewer is not an enabled member of the workspace")
@@ -225,16 +225,16 @@ func (e *Engine) tenancy(ctx context.Context, ws, email string) (tenancy.Identit
 	if err != nil {
 		return id, err
 	}
-	e.Cache.PutTenancy(ws, email, id, gen)
+	e.cache.tenancies.Put([2]string{ws, email}, id, time.Time{}, t)
 	return id, nil
 }
 
 func (e *Engine) ownerTenancy(ctx context.Context, r Run) (tenancy.Identity, error) {
 	key := "owner:" + r.PermissionedAs
-	if id, ok := e.Cache.Tenancy(r.Workspace, key); ok {
+	if id, ok := e.cache.tenancies.Lookup([2]string{r.Workspace, key}); ok {
 		return id, nil
 	}
-	gen := e.Cache.Gen()
+	t := e.cache.tenancies.Begin()
 	id, err := e.identity.OwnerTenancy(ctx, r)
 	if errors.Is(err, ErrNotMember) {
 		return id, refuse(CodeNotMember, "the run's owner is not an enabled member of the workspace")
@@ -242,7 +242,7 @@ func (e *Engine) ownerTenancy(ctx context.Context, r Run) (tenancy.Identity, err
 	if err != nil {
 		return id, err
 	}
-	e.Cache.PutTenancy(r.Workspace, key, id, gen)
+	e.cache.tenancies.Put([2]string{r.Workspace, key}, id, time.Time{}, t)
 	return id, nil
 }
 
@@ -449,10 +449,12 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 // never hands out a login a sweep may have dropped; after that the cold path reads the row.
 func (e *Engine) Resolve(ctx context.Context, token string, ref dtref.Ref) (Connection, error) {
 	key := TokenHash(token) + "\x00" + ref.String()
-	if c, ok := e.Cache.Conn(key); ok {
-		return c, nil
+	if ce, ok := e.cache.conns.Lookup(key); ok {
+		return ce.conn, nil
 	}
-	gen := e.Cache.Gen()
+	// Taken before deciding: any event that can change the answer invalidates the connection
+	// map, so an answer computed across one is not stored.
+	t := e.cache.conns.Begin()
 	d, err := e.Decide(ctx, token, ref)
 	if err != nil {
 		return Connection{}, err
@@ -461,7 +463,7 @@ func (e *Engine) Resolve(ctx context.Context, token string, ref dtref.Ref) (Conn
 	if err != nil {
 		return Connection{}, err
 	}
-	e.Cache.PutConn(key, d.dt.Workspace, c, gen)
+	e.cache.putConn(key, d.dt.Workspace, c, t)
 	return c, nil
 }
 
@@ -628,7 +630,7 @@ func (e *Engine) retireLocked(ctx context.Context, lock *store.LoginLock, cluste
 			return false, err // kept (used since) or finished by someone else
 		}
 	}
-	e.Cache.DropConns()
+	e.DropConnections()
 	_, tc, err := e.targetOf(ctx, clusterID)
 	if err != nil {
 		return false, err

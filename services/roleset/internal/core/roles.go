@@ -113,13 +113,13 @@ func (e *Engine) SetRoleEnabled(ctx context.Context, id int64, enabled bool) (st
 			return r, err
 		}
 		r, err = e.store.SetRoleEnabled(ctx, id, true)
-		e.Cache.DropConns()
+		e.DropConnections()
 		return r, err
 	}
 	if r, err = e.store.SetRoleEnabled(ctx, id, false); err != nil {
 		return r, err
 	}
-	e.Cache.DropConns()
+	e.DropConnections()
 	return r, e.retireRole(ctx, r, tc)
 }
 
@@ -158,7 +158,7 @@ func (e *Engine) RenameRole(ctx context.Context, id int64, name string) (store.R
 		return r, err
 	}
 	r, err = e.store.RenameRole(ctx, id, name)
-	e.Cache.DropConns()
+	e.DropConnections()
 	return r, err
 }
 
@@ -174,7 +174,7 @@ func (e *Engine) DeleteRole(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	e.Cache.DropConns()
+	e.DropConnections()
 	return e.finishDelete(ctx, r)
 }
 
@@ -337,7 +337,7 @@ func (e *Engine) reconcileRole(ctx context.Context, r store.Role) error {
 		if r, err = e.store.RenameRole(ctx, r.ID, name); err != nil {
 			return err
 		}
-		e.Cache.DropConns()
+		e.DropConnections()
 	}
 	canLogin, err := tc.CanLogin(ctx, r.OID)
 	if err != nil {

@@ -119,7 +119,7 @@ func TestCrashWindows(t *testing.T) {
 			if i%10 == 9 { // a cut ensure may have left a login without a row: retire it
 				login := f.setLogin(t, f.apac.GetOid(), f.amer.GetOid())
 				_, _ = f.r.pool.Exec(ctx, `DELETE FROM datatable_role_set WHERE login = $1`, login)
-				f.r.eng.Cache.DropAll()
+				f.r.eng.DropCaches()
 			}
 		}
 		c, err := f.resolve(f.r, tok, "datatable://main?as=viewer")
@@ -150,7 +150,7 @@ func TestCrashWindows(t *testing.T) {
 		li, err := tc.Lookup(ctx, c.GetUser())
 		require.NoError(t, err)
 		require.False(t, li.Exists, "the reconciler dropped it")
-		f.r.eng.Cache.DropAll()
+		f.r.eng.DropCaches()
 		again, err := f.resolve(f.r, f.viewerRun("carol@x"), "datatable://main?as=viewer")
 		require.NoError(t, err, "a dropped login is re-made on demand")
 		require.NoError(t, f.canLogin(again.GetUser(), again.GetPassword()))
@@ -176,7 +176,7 @@ func TestCrashWindows(t *testing.T) {
 
 	t.Run("sweep: two replicas at once drop each unused login once", func(t *testing.T) {
 		for _, v := range []string{"carol@x", "gina@x", "hal@x"} {
-			f.r.eng.Cache.DropAll()
+			f.r.eng.DropCaches()
 			_, err := f.resolve(f.r, f.viewerRun(v), "datatable://main?as=viewer")
 			require.NoError(t, err)
 		}

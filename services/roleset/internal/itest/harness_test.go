@@ -198,7 +198,8 @@ type env struct {
 type replica struct {
 	eng    *core.Engine
 	stream *stream.Stream
-	fol    *policyid.Follower
+	fol    *stream.LiveFollower
+	cache  *core.Cache
 	addr   string
 	cc     *grpc.ClientConn
 	pool   *pgxpool.Pool
@@ -361,14 +362,14 @@ func (e *env) start(opts ...func(*core.Config)) *replica {
 	own := stream.New(pool, stream.Options{PollInterval: 200 * time.Millisecond, PruneInterval: -1})
 	pol := policyid.New(dial(t, e.policyAddr))
 	r := &replica{stream: own, pool: pool}
-	cache := core.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
-	r.fol = policyid.NewFollower(pol, cache)
-	own.Subscribe(func(stream.Event) { cache.DropConns() })
+	r.cache = core.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
 	ccfg := core.Config{InstanceID: e.instance, Keys: keys}
 	for _, o := range opts {
 		o(&ccfg)
 	}
-	r.eng = core.New(ccfg, store.New(pool), pol, cache)
+	r.eng = core.New(ccfg, store.New(pool), pol, r.cache)
+	r.fol = pol.Follower(r.eng, nil)
+	own.Subscribe(func(stream.Event) { r.eng.DropConnections() })
 	go func() { _ = own.Run(ctx) }()
 	go func() { _ = r.fol.Run(ctx) }()
 	h := &api.Server{Engine: r.eng, Stream: own}

@@ -62,7 +62,7 @@ func TestRoleAttachedToDatatable(t *testing.T) {
 		// As if written before the rule existed.
 		_, err := f.r.pool.Exec(ctx, `UPDATE datatable SET default_role = $1 WHERE workspace = 'wsb' AND name = 'evedt'`, f.emea.GetRoleId())
 		require.NoError(t, err)
-		f.r.eng.Cache.DropAll()
+		f.r.eng.DropCaches()
 		_, err = f.resolve(f.r, bAdmin, "datatable://evedt")
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 		require.Equal(t, commonv1.ErrorReason_ERROR_REASON_NO_ROLE, reasonOf(err))

@@ -134,7 +134,7 @@ func TestPlantedRoleState(t *testing.T) {
 		require.NoError(t, err)
 		_, err = f.r.pool.Exec(ctx, `DELETE FROM datatable_role_set WHERE login = $1`, setLogin)
 		require.NoError(t, err)
-		f.r.eng.Cache.DropAll()
+		f.r.eng.DropCaches()
 	}
 	// dropLogin removes carol's set login (row and role) after a case.
 	dropLogin := func() {
@@ -144,7 +144,7 @@ func TestPlantedRoleState(t *testing.T) {
 			return err
 		})
 		_, _ = f.r.pool.Exec(ctx, `DELETE FROM datatable_role_set WHERE login = $1`, setLogin)
-		f.r.eng.Cache.DropAll()
+		f.r.eng.DropCaches()
 	}
 	resumeRole := func(name string) (*rolesetv1.CreateRoleResponse, error) {
 		return f.r.roles().CreateRole(adminCtx(), &rolesetv1.CreateRoleRequest{ClusterId: f.clusterID, Name: name})

@@ -459,7 +459,7 @@ func TestRunbookPrivileges(t *testing.T) {
 				ClusterId: p.clusterID, Host: p.host, Port: int32(p.port), MaintenanceDatabase: p.targetDB,
 				AdminUser: admin2, AdminPassword: pass2})
 			require.NoError(t, err)
-			p.r.eng.Cache.DropAll()
+			p.r.eng.DropCaches()
 			_, err = p.resolve(p.r, p.viewerRun("carol@x"), "datatable://main?as=viewer")
 			require.Error(t, err, "CREATE ROLE wm_set_... IN ROLE a, b needs ADMIN OPTION on a and b")
 			require.Equal(t, codes.Internal, status.Code(err), "%v", err)

@@ -65,7 +65,7 @@ func (f *fixture) onCluster(t *testing.T, name string) bool {
 // resolveSet resolves a viewer on replica r, caches dropped first, and returns the set login.
 func (f *fixture) resolveSet(t *testing.T, r *replica, viewer string) *rolesetv1.ResolveConnectionResponse {
 	t.Helper()
-	r.eng.Cache.DropAll()
+	r.eng.DropCaches()
 	c, err := f.resolve(r, f.viewerRun(viewer), "datatable://main?as=viewer")
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(c.GetUser(), "wm_set_"), c.GetUser())

@@ -91,7 +91,7 @@ func TestSweepNeverDropsWhatAResolveHandsOut(t *testing.T) {
 	stale := func(t *testing.T) {
 		t.Helper()
 		f.makeStale(t, f.resolveSet(t, f.r, viewer).GetUser())
-		res.eng.Cache.DropAll()
+		res.eng.DropCaches()
 	}
 	check := func(t *testing.T, c *rolesetv1.ResolveConnectionResponse, err error) {
 		t.Helper()
@@ -122,7 +122,7 @@ func TestSweepNeverDropsWhatAResolveHandsOut(t *testing.T) {
 		// No row: the resolve makes the login; the sweep meanwhile finds nothing to drop.
 		f.makeStale(t, f.resolveSet(t, f.r, viewer).GetUser())
 		sweep()
-		res.eng.Cache.DropAll()
+		res.eng.DropCaches()
 		var c *rolesetv1.ResolveConnectionResponse
 		var err error
 		require.True(t, interleave(t, &rp, core.StepEnsureLocked, resolve(&c, &err), sweep), "step not reached")

@@ -39,7 +39,7 @@ func TestLastUsedAtOncePerDay(t *testing.T) {
 	ctx := context.Background()
 	resolveCold := func(t *testing.T) *rolesetv1.ResolveConnectionResponse {
 		t.Helper()
-		f.r.eng.Cache.DropAll()
+		f.r.eng.DropCaches()
 		c, err := f.resolve(f.r, f.viewerRun("carol@x"), "datatable://main?as=viewer")
 		require.NoError(t, err)
 		require.True(t, strings.HasPrefix(c.GetUser(), "wm_set_"), c.GetUser())
@@ -130,7 +130,7 @@ func TestWarmPathNoDatabase(t *testing.T) {
 	t.Cleanup(pool.Close)
 	keys, err := secret.ParseKeyring(f.keySpec)
 	require.NoError(t, err)
-	eng := core.New(core.Config{InstanceID: f.instance, Keys: keys}, store.New(pool), policyid.New(dial(t, f.policyAddr)), f.r.eng.Cache)
+	eng := core.New(core.Config{InstanceID: f.instance, Keys: keys}, store.New(pool), policyid.New(dial(t, f.policyAddr)), f.r.cache)
 	t.Cleanup(eng.Close)
 	srv := &api.Server{Engine: eng}
 	conns := rolesetv1.NewConnectionServiceClient(dial(t, serveGRPC(t, srv.Register, interceptors())))

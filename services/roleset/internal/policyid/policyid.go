@@ -2,15 +2,13 @@ package policyid
 
 import (
 	"context"
+	"log/slog"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/core"
@@ -86,85 +84,19 @@ func FromProto(resp *policyv1.ResolveTenancyResponse) tenancy.Identity {
 	return id
 }
 
-// Follower follows policy's Watch and applies it to a cache.
-type Follower struct {
-	c         *Client
-	cache     *core.Cache
-	connected atomic.Bool
-	lastMsg   atomic.Int64 // unix nanos of the last message or open
-	pos       atomic.Int64
-	// Silence is how long a connected stream may stay silent (heartbeats included) before it is
-	// no longer trusted. Default 45s (policy heartbeats every 15s).
-	Silence time.Duration
-}
-
-// NewFollower returns a follower for cache.
-func NewFollower(c *Client, cache *core.Cache) *Follower {
-	f := &Follower{c: c, cache: cache, Silence: 45 * time.Second}
-	f.pos.Store(-1)
-	return f
-}
-
-// Live reports whether the stream is connected and recently heard from.
-func (f *Follower) Live() bool {
-	return f.connected.Load() && time.Since(time.Unix(0, f.lastMsg.Load())) < f.Silence
-}
-
-type receiver struct {
-	s policyv1.EventService_WatchClient
-	f *Follower
-}
-
-func (r receiver) Recv() (*commonv1.Event, int64, error) {
-	m, err := r.s.Recv()
-	if err != nil {
-		r.f.down()
-		return nil, 0, err
-	}
-	r.f.lastMsg.Store(time.Now().UnixNano())
-	if !r.f.connected.Load() {
-		// First message of this stream: the server is now delivering every event after its
-		// position. Anything computed before is dropped (the generation moves), so no answer
-		// read before an event we will never see gets cached.
-		r.f.cache.DropAll()
-		r.f.connected.Store(true)
-	}
-	return m.GetEvent(), m.GetHeadId(), nil
-}
-
-func (f *Follower) down() {
-	f.connected.Store(false)
-	f.cache.DropAll()
-}
-
-// Run follows until ctx is done. It starts at the head (a fresh cache needs no history) and
-// resumes after the last applied id on reconnect, dropping everything in between.
-func (f *Follower) Run(ctx context.Context) error {
-	return stream.Follow(ctx, stream.FollowOptions{
+// Follower returns the follower of policy's Watch (every kind, from the head) that drops eng's
+// caches: its Live is half of the engine cache's liveness (with roleset's own stream). Run it.
+func (c *Client) Follower(eng *core.Engine, logger *slog.Logger) *stream.LiveFollower {
+	return stream.NewLiveFollower(stream.LiveOptions{
 		Open: func(ctx context.Context, after int64) (stream.Receiver, error) {
-			s, err := f.c.events.Watch(ctx, &policyv1.WatchRequest{AfterId: after})
+			s, err := c.events.Watch(ctx, &policyv1.WatchRequest{AfterId: after})
 			if err != nil {
-				f.down()
 				return nil, err
 			}
-			// Live only from the first message (see receiver.Recv): the server may not yet
-			// have read its position when Watch returns.
-			return receiver{s: s, f: f}, nil
+			return stream.Receive(s), nil
 		},
-		After: func(context.Context) (int64, error) { return f.pos.Load(), nil },
-		Apply: func(_ context.Context, e stream.Event) error {
-			f.cache.OnPolicyEvent(e.Kind, e.Workspace)
-			f.pos.Store(e.ID)
-			return nil
-		},
-		Resync: func(context.Context) (int64, error) {
-			f.cache.DropAll()
-			return -1, nil
-		},
-		OnHead: func(head int64) {
-			if f.pos.Load() < 0 {
-				f.pos.Store(head)
-			}
-		},
+		Apply:  func(e stream.Event) { eng.OnPolicyEvent(e.Kind, e.Workspace) },
+		Drop:   eng.DropCaches,
+		Logger: logger,
 	})
 }
