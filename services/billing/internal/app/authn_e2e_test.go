@@ -181,6 +181,8 @@ func TestTokensThroughPolicy(t *testing.T) {
 						require.Equal(t, map[string]string{"kind": tc.kind, "allowed": rule}, errs.Infos(err)[0].GetMetadata(), name)
 					case codes.Unauthenticated:
 						require.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, reason, name)
+					default:
+						t.Fatalf("%s: no expectation for %v", name, want)
 					}
 				}
 				for name, call := range reads {
