@@ -189,12 +189,7 @@ type events struct {
 func (e *events) Watch(req *billingv1.WatchRequest, srv grpc.ServerStreamingServer[billingv1.WatchResponse]) error {
 	// The same readers as the usage RPCs: without this check any authenticated caller, user
 	// and job tokens included, could follow the cap changes.
-	if err := api.Allow(srv.Context(), api.Readers...); err != nil {
-		return err
-	}
-	return e.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(ev *stream.Event, head int64) error {
-		return srv.Send(&billingv1.WatchResponse{Event: stream.ToProto(ev), HeadId: head})
-	})
+	return stream.ServeWatch(e.stream, req, srv, func(ctx context.Context) error { return api.Allow(ctx, api.Readers...) })
 }
 
 // Migrate applies billing's migrations.
