@@ -65,10 +65,10 @@ func TestCommands(t *testing.T) {
 
 	t.Setenv("DATABASE_URL", "")
 	var uerr *cli.UsageError
-	require.True(t, errors.As(cmds[1].Run(context.Background(), nil), &uerr), "no --database-url is a usage error")
+	require.ErrorAs(t, cmds[1].Run(context.Background(), nil), &uerr, "no --database-url is a usage error")
 	require.NoError(t, cmds[1].Run(context.Background(), []string{"--database-url", "postgres://h/db"}))
 	assert.Equal(t, "postgres://h/db", migrated)
 
 	require.NoError(t, cmds[0].Run(context.Background(), []string{"--grpc-addr", "127.0.0.1:0"}))
-	require.True(t, errors.As(cmds[0].Run(context.Background(), []string{"--no-such-flag"}), &uerr))
+	require.ErrorAs(t, cmds[0].Run(context.Background(), []string{"--no-such-flag"}), &uerr)
 }

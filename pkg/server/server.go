@@ -27,7 +27,6 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/millwright/millwright/pkg/apidesc"
-
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/validate"
 )

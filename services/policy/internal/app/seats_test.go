@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,7 +31,7 @@ func TestServeRefusesEmptyBillingAddr(t *testing.T) {
 	err := server.ServeArgs(context.Background(), new(Config),
 		[]string{"--billing-addr", "", "--grpc-addr", "127.0.0.1:0", "--metrics-addr", ""})
 	var uerr *cli.UsageError
-	require.True(t, errors.As(err, &uerr), "want a usage error, got %v", err)
+	require.ErrorAs(t, err, &uerr, "want a usage error, got %v", err)
 	require.ErrorContains(t, err, "--no-billing")
 	require.ErrorContains(t, err, "MILLWRIGHT_NO_BILLING=1")
 }
