@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,8 +30,12 @@ import (
 // one loop so both see the same machine load. It reports both p50s and p90s and the ratio of
 // the p50s (goal <= 2: two hops cannot cost less than about 2x one).
 //
-// With MILLWRIGHT_BENCH_GATEWAY=inproc the REST calls go to a gateway built in this process
-// against the same upstreams, so that -cpuprofile and -memprofile see the gateway's work.
+// Two optional extra REST targets join the same loop:
+//   - MILLWRIGHT_BENCH_BASELINE_GATEWAY=<path of a gateway binary> (e.g. one built from main)
+//     runs beside the stack's against the same services, reported as base-*: a before/after
+//     comparison that the machine's load cannot skew;
+//   - MILLWRIGHT_BENCH_GATEWAY=inproc adds a gateway built in this process, reported as
+//     inproc-*, so that -cpuprofile and -memprofile see the gateway's work.
 func BenchmarkGatewayResolveWarm(b *testing.B) {
 	st := StartStack(b)
 	token := st.Token(b, "job-alice")
@@ -41,7 +48,11 @@ func BenchmarkGatewayResolveWarm(b *testing.B) {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 	req := &rolesetv1.ResolveConnectionRequest{Reference: reference}
 
-	base := st.HTTP
+	targets := []string{"rest"}
+	bases := []string{st.HTTP}
+	if bin := os.Getenv("MILLWRIGHT_BENCH_BASELINE_GATEWAY"); bin != "" {
+		targets, bases = append(targets, "base"), append(bases, "http://"+startGateway(b, st, bin))
+	}
 	if os.Getenv("MILLWRIGHT_BENCH_GATEWAY") == "inproc" {
 		g, err := gw.New(context.Background(), gw.Upstreams{Policy: st.Policy, Roleset: st.Roleset, Billing: st.Billing},
 			gateway.OpenAPI, nil)
@@ -52,56 +63,91 @@ func BenchmarkGatewayResolveWarm(b *testing.B) {
 		require.NoError(b, err)
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		base = "http://" + ln.Addr().String()
+		targets, bases = append(targets, "inproc"), append(bases, "http://"+ln.Addr().String())
 	}
-	// One keep-alive connection, as a worker's client would hold.
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	defer hc.CloseIdleConnections()
+	// One keep-alive connection per gateway, as a worker's client would hold.
+	clients := make([]*http.Client, len(bases))
+	for i := range clients {
+		clients[i] = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+		defer clients[i].CloseIdleConnections()
+	}
 	body := []byte(`{"reference":"` + reference + `"}`)
-	rest := func() error {
-		hr, err := http.NewRequest(http.MethodPost, base+"/v1/roleset/connections:resolve", bytes.NewReader(body))
+	rest := func(i int) error {
+		hr, err := http.NewRequest(http.MethodPost, bases[i]+"/v1/roleset/connections:resolve", bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		hr.Header.Set("Authorization", "Bearer "+token)
 		hr.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(hr)
+		resp, err := clients[i].Do(hr)
 		if err != nil {
 			return err
 		}
 		raw, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err == nil && resp.StatusCode != http.StatusOK {
-			b.Fatalf("REST resolve: %d %s", resp.StatusCode, raw)
+			b.Fatalf("REST resolve through %s: %d %s", targets[i], resp.StatusCode, raw)
 		}
 		return err
 	}
 	grpcCall := func() error { _, err := client.ResolveConnection(ctx, req); return err }
 
-	for range 200 { // warm both paths: connections, caches, the decision itself
+	for range 200 { // warm every path: connections, caches, the decision itself
 		require.NoError(b, grpcCall())
-		require.NoError(b, rest())
+		for i := range bases {
+			require.NoError(b, rest(i))
+		}
 	}
-	var tg, tr []time.Duration
+	var tg []time.Duration
+	tr := make([][]time.Duration, len(bases))
 	// b.Loop runs this function once per -count (b.N would start a second stack).
 	for b.Loop() {
 		t0 := time.Now()
 		if err := grpcCall(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		if err := rest(); err != nil {
-			b.Fatal(err)
+		tg = append(tg, time.Since(t0))
+		for i := range bases {
+			t0 := time.Now()
+			if err := rest(i); err != nil {
+				b.Fatal(err)
+			}
+			tr[i] = append(tr[i], time.Since(t0))
 		}
-		t2 := time.Now()
-		tg, tr = append(tg, t1.Sub(t0)), append(tr, t2.Sub(t1))
 	}
-	slices.Sort(tg)
-	slices.Sort(tr)
 	q := func(d []time.Duration, f float64) time.Duration { return d[int(f*float64(len(d)-1))] }
+	slices.Sort(tg)
 	b.ReportMetric(float64(q(tg, 0.5).Microseconds()), "grpc-p50-µs")
 	b.ReportMetric(float64(q(tg, 0.9).Microseconds()), "grpc-p90-µs")
-	b.ReportMetric(float64(q(tr, 0.5).Microseconds()), "rest-p50-µs")
-	b.ReportMetric(float64(q(tr, 0.9).Microseconds()), "rest-p90-µs")
-	b.ReportMetric(float64(q(tr, 0.5))/float64(q(tg, 0.5)), "rest/grpc-p50")
+	for i, name := range targets {
+		slices.Sort(tr[i])
+		b.ReportMetric(float64(q(tr[i], 0.5).Microseconds()), name+"-p50-µs")
+		b.ReportMetric(float64(q(tr[i], 0.9).Microseconds()), name+"-p90-µs")
+		b.ReportMetric(float64(q(tr[i], 0.5))/float64(q(tg, 0.5)), name+"/grpc-p50")
+	}
+}
+
+// startGateway runs the gateway binary bin against the stack's services and returns its
+// address once it accepts connections; it is killed at cleanup.
+func startGateway(b *testing.B, st *Stack, bin string) string {
+	b.Helper()
+	ports := freePorts(b, 1)
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	cmd := exec.Command(bin, "serve", "--http-addr", addr, "--policy-addr", st.Policy,
+		"--roleset-addr", st.Roleset, "--billing-addr", st.Billing)
+	// Its log goes to a file, as the stack's gateway's does: a log line's write is part of the cost.
+	logf, err := os.Create(filepath.Join(b.TempDir(), "gateway.log"))
+	require.NoError(b, err)
+	cmd.Stderr = logf
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() })
+	for range 100 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("gateway %s not listening on %s", bin, addr)
+	return ""
 }
