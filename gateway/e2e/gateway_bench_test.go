@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,10 +34,10 @@ import (
 //
 // Two optional extra REST targets join the same loop:
 //   - MILLWRIGHT_BENCH_BASELINE_GATEWAY=<path of a gateway binary> (e.g. one built from main)
-//     runs beside the stack's against the same services, reported as base-*: a before/after
+//     runs beside the stack's against the same services, reported as base*: a before/after
 //     comparison that the machine's load cannot skew;
 //   - MILLWRIGHT_BENCH_GATEWAY=inproc adds a gateway built in this process, reported as
-//     inproc-*, so that -cpuprofile and -memprofile see the gateway's work.
+//     inproc*, so that -cpuprofile and -memprofile see the gateway's work.
 func BenchmarkGatewayResolveWarm(b *testing.B) {
 	st := StartStack(b)
 	token := st.Token(b, "job-alice")
@@ -48,10 +50,10 @@ func BenchmarkGatewayResolveWarm(b *testing.B) {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 	req := &rolesetv1.ResolveConnectionRequest{Reference: reference}
 
-	targets := []string{"rest"}
-	bases := []string{st.HTTP}
+	gateways := []string{"rest"}
+	addrs := []string{st.HTTPA}
 	if bin := os.Getenv("MILLWRIGHT_BENCH_BASELINE_GATEWAY"); bin != "" {
-		targets, bases = append(targets, "base"), append(bases, "http://"+startGateway(b, st, bin))
+		gateways, addrs = append(gateways, "base"), append(addrs, startGateway(b, st, bin))
 	}
 	if os.Getenv("MILLWRIGHT_BENCH_GATEWAY") == "inproc" {
 		g, err := gw.New(context.Background(), gw.Upstreams{Policy: st.Policy, Roleset: st.Roleset, Billing: st.Billing},
@@ -63,46 +65,32 @@ func BenchmarkGatewayResolveWarm(b *testing.B) {
 		require.NoError(b, err)
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		targets, bases = append(targets, "inproc"), append(bases, "http://"+ln.Addr().String())
-	}
-	// One keep-alive connection per gateway, as a worker's client would hold.
-	clients := make([]*http.Client, len(bases))
-	for i := range clients {
-		clients[i] = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-		defer clients[i].CloseIdleConnections()
+		gateways, addrs = append(gateways, "inproc"), append(addrs, ln.Addr().String())
 	}
 	body := []byte(`{"reference":"` + reference + `"}`)
-	rest := func(i int) error {
-		hr, err := http.NewRequest(http.MethodPost, bases[i]+"/v1/roleset/connections:resolve", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		hr.Header.Set("Authorization", "Bearer "+token)
-		hr.Header.Set("Content-Type", "application/json")
-		resp, err := clients[i].Do(hr)
-		if err != nil {
-			return err
-		}
-		raw, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusOK {
-			b.Fatalf("REST resolve through %s: %d %s", targets[i], resp.StatusCode, raw)
-		}
-		return err
+	// Each gateway is called by two clients, each on one keep-alive connection as a worker
+	// would hold: net/http's (named after the gateway), and a plain one that writes the
+	// request and reads the answer on the calling goroutine, as curl does (named "plain"):
+	// net/http's client adds two goroutine hand-offs of its own (writeLoop, readLoop).
+	var targets []string
+	var calls []func() error
+	for i, name := range gateways {
+		targets = append(targets, name, name+"-plain")
+		calls = append(calls, restClient(b, addrs[i], token, body), plainClient(b, addrs[i], token, body))
 	}
 	grpcCall := func() error { _, err := client.ResolveConnection(ctx, req); return err }
 
 	for range 200 { // warm every path: connections, caches, the decision itself
 		require.NoError(b, grpcCall())
-		for i := range bases {
-			require.NoError(b, rest(i))
+		for _, call := range calls {
+			require.NoError(b, call())
 		}
 	}
 	var tg []time.Duration
-	tr := make([][]time.Duration, len(bases))
+	tr := make([][]time.Duration, len(calls))
 	// The calls of an iteration take turns in first place (gRPC included): the call that
 	// follows another can find the machine busy with that one's tail.
-	order := make([]int, len(bases)+1) // -1 is the gRPC call
+	order := make([]int, len(calls)+1) // -1 is the gRPC call
 	for i := range order {
 		order[i] = i - 1
 	}
@@ -114,7 +102,7 @@ func BenchmarkGatewayResolveWarm(b *testing.B) {
 			if i < 0 {
 				err = grpcCall()
 			} else {
-				err = rest(i)
+				err = calls[i]()
 			}
 			if err != nil {
 				b.Fatal(err)
@@ -161,4 +149,54 @@ func startGateway(b *testing.B, st *Stack, bin string) string {
 	}
 	b.Fatalf("gateway %s not listening on %s", bin, addr)
 	return ""
+}
+
+// restClient calls ResolveConnection through the gateway at addr with net/http's client.
+func restClient(b *testing.B, addr, token string, body []byte) func() error {
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	b.Cleanup(c.CloseIdleConnections)
+	return func() error {
+		hr, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/roleset/connections:resolve", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		hr.Header.Set("Authorization", "Bearer "+token)
+		hr.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(hr)
+		if err != nil {
+			return err
+		}
+		return readAnswer(resp)
+	}
+}
+
+// plainClient calls ResolveConnection through the gateway at addr on one connection that it
+// writes and reads itself.
+func plainClient(b *testing.B, addr, token string, body []byte) func() error {
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(b, err)
+	b.Cleanup(func() { conn.Close() })
+	req := []byte("POST /v1/roleset/connections:resolve HTTP/1.1\r\nHost: " + addr +
+		"\r\nAuthorization: Bearer " + token + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body))
+	r := bufio.NewReader(conn)
+	return func() error {
+		if _, err := conn.Write(req); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		return readAnswer(resp)
+	}
+}
+
+func readAnswer(resp *http.Response) error {
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("REST resolve: %d %s", resp.StatusCode, out)
+	}
+	return err
 }
