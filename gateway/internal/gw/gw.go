@@ -58,8 +58,8 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 		conn, err := grpc.NewClient(addr, append(server.ClientOptions(),
 			grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 			// Fixed flow-control windows turn off gRPC's bandwidth-delay estimation, which
-			// otherwise follows nearly every answer with a PING and its ACK: one more write,
-			// read and two goroutine wake-ups per call (docs/benchmarks.md, "gateway"). Its
+			// otherwise follows every answer with a PING and its ACK: one more write, read
+			// and two goroutine wake-ups per call (docs/benchmarks.md, "gateway"). Its
 			// benefit, windows grown past 64 KiB on long fat links, is had here at once.
 			grpc.WithInitialWindowSize(upstreamWindow),
 			grpc.WithInitialConnWindowSize(upstreamWindow))...)
@@ -90,8 +90,8 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 }
 
 // upstreamWindow is the flow-control window of each stream and connection to an upstream:
-// large enough that an answer of the largest size a service sends (a builder check's, at most
-// 1 MiB) is not held back waiting for window updates.
+// the largest answers the services send in practice (a builder check's, capped at 1 MiB) arrive
+// without waiting for a window update; larger ones still flow, a window at a time.
 const upstreamWindow = 1 << 20
 
 // Close closes the upstream connections.
