@@ -38,7 +38,7 @@ func readmeSteps() []readmeStep {
 		{heading: "Turn builder rights on", check: func(t *testing.T, out string) error {
 			objs, err := jsonObjects(out)
 			if err != nil || len(objs) != 1 {
-				return fmt.Errorf("want one JSON object: %v", err)
+				return fmt.Errorf("want one JSON object: %w", err)
 			}
 			o := objs[0]
 			for k, want := range map[string]any{"before.seats": "3", "after.seats": "4", "delta_milliseats": "1000",
@@ -60,7 +60,7 @@ func readmeSteps() []readmeStep {
 		{heading: "Turn builder rights on", retry: true, check: func(t *testing.T, out string) error {
 			objs, err := jsonObjects(out)
 			if err != nil || len(objs) != 2 {
-				return fmt.Errorf("want two JSON objects (CheckFlow, RegisterFlow): %v", err)
+				return fmt.Errorf("want two JSON objects (CheckFlow, RegisterFlow): %w", err)
 			}
 			if got := at(objs[0], "role"); got != "ROLE_OPERATOR" {
 				return fmt.Errorf("role = %v, want ROLE_OPERATOR", got)
@@ -89,7 +89,7 @@ func readmeSteps() []readmeStep {
 		{heading: "Seat usage", retry: true, check: func(t *testing.T, out string) error {
 			objs, err := jsonObjects(out)
 			if err != nil || len(objs) != 1 {
-				return fmt.Errorf("want one JSON object: %v", err)
+				return fmt.Errorf("want one JSON object: %w", err)
 			}
 			o := objs[0]
 			for k, want := range map[string]any{"usage.authors": "4", "usage.operators": nil, "usage.milliseats": "4000",
@@ -110,7 +110,7 @@ func splitKey(k string) []string { return regexp.MustCompile(`\.`).Split(k, -1) 
 func refusal(out string, code float64, reason, doc, pointer string) error {
 	objs, err := jsonObjects(out)
 	if err != nil || len(objs) != 1 {
-		return fmt.Errorf("want one JSON status: %v", err)
+		return fmt.Errorf("want one JSON status: %w", err)
 	}
 	if got := at(objs[0], "code"); got != code {
 		return fmt.Errorf("code = %v, want %v", got, code)

@@ -78,7 +78,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 						problem = fmt.Errorf("the block should fail and did not")
 					}
 				} else if err != nil {
-					problem = fmt.Errorf("%v", err)
+					problem = fmt.Errorf("%w", err)
 				}
 				if problem == nil {
 					problem = step.check(t, out)

@@ -492,7 +492,7 @@ func TestRolesetDecisions(t *testing.T) {
 				}
 			}
 		}
-		require.Greater(t, allowed, 0, "no allowed case ran")
+		require.Positive(t, allowed, "no allowed case ran")
 		refusals := 0
 		for _, s := range seen {
 			if !s.refusal {
@@ -503,6 +503,6 @@ func TestRolesetDecisions(t *testing.T) {
 				assert.NotContains(t, s.body, secret, "%q (%s) carries %s", s.name, s.what, what)
 			}
 		}
-		require.Greater(t, refusals, 0, "no refusal or explanation was seen")
+		require.Positive(t, refusals, "no refusal or explanation was seen")
 	})
 }

@@ -3,6 +3,7 @@ package gw
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -118,7 +119,8 @@ func readUntilClosed(t *testing.T, c net.Conn, start time.Time) (string, time.Du
 }
 
 func asNetErr(err error, target *net.Error) bool {
-	ne, ok := err.(net.Error)
+	var ne net.Error
+	ok := errors.As(err, &ne)
 	if ok {
 		*target = ne
 	}
