@@ -3,37 +3,21 @@ package builder
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	bf "github.com/millwright/millwright/pkg/builderfixture"
 )
 
 // The fuzz targets check what must hold for every input, not just the fixtures: no panic, no
 // hang, every pointer resolves in the document as an independent reader (encoding/json) sees it,
 // and code the walk must refuse is refused wherever it sits.
 
-func seedFromFixtures(f *testing.F, dir string, add func(value, policy []byte)) {
-	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var fx struct {
-			Value  json.RawMessage `json:"value"`
-			Policy json.RawMessage `json:"policy"`
-		}
-		if err := json.Unmarshal(b, &fx); err != nil {
-			f.Fatal(err)
-		}
-		add(fx.Value, fx.Policy)
-	}
-}
-
 func FuzzWalkFlow(f *testing.F) {
-	seedFromFixtures(f, "flows", func(v, _ []byte) { f.Add(v) })
+	for _, fx := range bf.Flows(f, testdata) {
+		f.Add([]byte(fx.Value))
+	}
 	for _, s := range []string{
 		`{"modules":[]}`,
 		`{"value":{"modules":[{"value":{"type":"r\u0061wscript"}}]}}`,
@@ -101,7 +85,9 @@ func FuzzWalkFlow(f *testing.F) {
 }
 
 func FuzzWalkApp(f *testing.F) {
-	seedFromFixtures(f, "apps", func(v, p []byte) { f.Add(v, p, false) })
+	for _, fx := range bf.Apps(f, testdata) {
+		f.Add([]byte(fx.Value), []byte(fx.Policy), false)
+	}
 	f.Add([]byte(`{"x":{"inlineScript":null}}`), []byte(`{"triggerables":{"a:b:rawscript/1":{}}}`), true)
 	f.Add([]byte(`{"runnables":{"r":{"type":"path","path":"hub/1"}}}`), []byte(`null`), false)
 	f.Add([]byte(`{}`), []byte(`{"sandb\u006fx":false,"frontend_sdk_scopes":["*"]}`), true)
