@@ -6,10 +6,8 @@ package e2e
 // checking answers is pkg/builderfixture, shared with services/policy/internal/api.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,24 +26,14 @@ import (
 
 const fixtureDir = "../../services/policy/internal/builder/testdata"
 
-// restCall posts the case's request to the gateway at base as REST clients do (protojson, the
+// restCall posts the case's request to the stack's gateway as REST clients do (protojson, the
 // documents as JSON strings), with token acting for the case's caller (on_behalf_of).
-func restCall(t *testing.T, base, token string, c bf.Case) bf.Outcome {
+func restCall(t *testing.T, stack *Stack, token string, c bf.Case) bf.Outcome {
 	t.Helper()
 	req, route := bf.Request(c)
 	require.NotNil(t, req, "unknown rpc %q", c.RPC)
-	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(req)
-	require.NoError(t, err)
-	hr, err := http.NewRequest(http.MethodPost, base+route, bytes.NewReader(body))
-	require.NoError(t, err)
-	hr.Header.Set("Authorization", "Bearer "+token)
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if resp.StatusCode == http.StatusOK {
+	code, raw := stack.Do(t, http.MethodPost, route, token, req)
+	if code == http.StatusOK {
 		msg := bf.ResponseFor(req)
 		require.NoError(t, protojson.Unmarshal(raw, msg), string(raw))
 		o := bf.OutcomeOf(msg)
@@ -86,19 +74,13 @@ func TestBuilderFixturesREST(t *testing.T) {
 	// gRPC straight to policy and REST through the gateway, both as the superadmin.
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 	// The stack loads a demo with a small licensed seat cap; these workspaces need more seats.
-	hr, err := http.NewRequest(http.MethodPut, st.HTTP+"/v1/billing/cap", strings.NewReader(`{"seats":"0"}`))
-	require.NoError(t, err)
-	hr.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(hr)
-	require.NoError(t, err)
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(raw))
+	code, raw := st.Do(t, http.MethodPut, "/v1/billing/cap", token, map[string]any{"seats": "0"})
+	require.Equal(t, http.StatusOK, code, string(raw))
 	bf.Apply(t, ctx, conn, sf.Setup)
 	require.Greater(t, len(cases), 100)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			r := restCall(t, st.HTTP, token, c)
+			r := restCall(t, st, token, c)
 			bf.Check(t, c, r)
 			g := bf.Call(t, ctx, conn, c)
 			g.CodeFindings, r.CodeFindings = bf.OrNone(g.CodeFindings), bf.OrNone(r.CodeFindings)
