@@ -84,13 +84,13 @@ func buildBinaries(t *testing.T) string {
 		cmd := exec.Command("go", args...)
 		cmd.Dir, cmd.Env = repoRoot, goEnv(true)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build services: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build services: %w\n%s", err, out)
 			return
 		}
 		cmd = exec.Command("go", "build", "-o", filepath.Join(binDir, "grpcprobe"), "./grpcprobe")
 		cmd.Dir, cmd.Env = deployRoot, goEnv(false)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build grpcprobe: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build grpcprobe: %w\n%s", err, out)
 		}
 	})
 	require.NoError(t, buildErr)

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -185,7 +186,7 @@ func render(t *testing.T, dir string) []object {
 	for {
 		var o object
 		err := dec.Decode(&o)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err, "decoding the output of kubectl kustomize %s", dir)
@@ -268,6 +269,7 @@ func checkObjects(t *testing.T, objs []object, targets map[string]dockerTarget, 
 		}
 	}
 	require.NotEmpty(t, deployments)
+	require.NotEmpty(t, jobs, "the migration jobs")
 
 	secretRefs := map[string]bool{}
 	type dbUse struct{ image, secret string }

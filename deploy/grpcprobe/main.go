@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func run(args []string, stderr io.Writer) int {
 	httpURL := fs.String("http", "", "instead of gRPC, GET this URL and require HTTP 200")
 	timeout := fs.Duration("timeout", 3*time.Second, "deadline for the whole check")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage

@@ -137,7 +137,7 @@ type Stack struct {
 }
 
 // AdminToken is the superadmin bootstrap token run.sh generated.
-func (s *Stack) AdminToken(t *testing.T) string {
+func (s *Stack) AdminToken(t testing.TB) string {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "admin-token"))
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))
@@ -177,7 +177,7 @@ func (s *Stack) Do(t *testing.T, method, path, token string, body any) (int, []b
 }
 
 // Token returns the content of a token file run.sh or the demo loader wrote (e.g. "job-alice").
-func (s *Stack) Token(t *testing.T, name string) string {
+func (s *Stack) Token(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(s.Dir, name))
 	require.NoError(t, err)
@@ -185,12 +185,12 @@ func (s *Stack) Token(t *testing.T, name string) string {
 }
 
 // SuperuserURL is the stack's Postgres as its superuser, on database db.
-func (s *Stack) SuperuserURL(t *testing.T, db string) string {
+func (s *Stack) SuperuserURL(t testing.TB, db string) string {
 	return "postgres://postgres:" + s.Token(t, "pg-password") + "@" + s.pg + "/" + db + "?sslmode=disable"
 }
 
 // DemoEnv is the environment run.sh gives the demo loader, to run it again by hand.
-func (s *Stack) DemoEnv(t *testing.T) []string {
+func (s *Stack) DemoEnv(t testing.TB) []string {
 	return []string{
 		"MILLWRIGHT_ADMIN_TOKEN=" + s.AdminToken(t), "MILLWRIGHT_SERVICE_TOKEN=" + s.Token(t, "service-token"),
 		"MILLWRIGHT_POLICY_ADDR=" + s.Policy, "MILLWRIGHT_ROLESET_ADDR=" + s.Roleset,
@@ -210,7 +210,7 @@ func (s *Stack) Addrs() []string {
 
 // StartStack builds the binaries and starts the stack on free ports; it is stopped at cleanup
 // if the test has not stopped it. It returns once the gateway is healthy and the demo loaded.
-func StartStack(t *testing.T) *Stack {
+func StartStack(t testing.TB) *Stack {
 	t.Helper()
 	root := repoRoot(t)
 	dir, err := os.MkdirTemp("", "millwright-e2e-")
@@ -267,13 +267,13 @@ func StartStack(t *testing.T) *Stack {
 
 // Restart starts run.sh again on the same run directory and ports, as a second `make run`
 // does: Postgres data, databases, tokens and the demo are reused.
-func (s *Stack) Restart(t *testing.T) {
+func (s *Stack) Restart(t testing.TB) {
 	t.Helper()
 	require.Nil(t, s.cmd, "Restart needs a stopped stack")
 	s.start(t)
 }
 
-func (s *Stack) start(t *testing.T) {
+func (s *Stack) start(t testing.TB) {
 	t.Helper()
 	s.done = make(chan error, 1)
 	cmd := exec.Command("bash", filepath.Join(s.root, "scripts", "run.sh"))
@@ -326,7 +326,7 @@ func (s *Stack) start(t *testing.T) {
 }
 
 // Stop sends SIGTERM to run.sh, as a user's Ctrl-C or a supervisor would, and waits for it.
-func (s *Stack) Stop(t *testing.T) {
+func (s *Stack) Stop(t testing.TB) {
 	t.Helper()
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -337,7 +337,7 @@ func (s *Stack) Stop(t *testing.T) {
 	s.cmd = nil
 }
 
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := filepath.Abs("../..")
 	require.NoError(t, err)
@@ -348,7 +348,7 @@ func repoRoot(t *testing.T) string {
 
 // freePorts returns n ports that were free a moment ago; the last-but-three run consecutive
 // (metrics ports are a base and the next two).
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	for len(ports) < n {

@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,7 +103,7 @@ func TestChain(t *testing.T) {
 	assert.False(t, id.HasScope("apps:write"))
 
 	_, err = c.Authenticate(ctx, "revoked")
-	require.True(t, errors.Is(err, revoked), "a refusal stops the chain")
+	require.ErrorIs(t, err, revoked, "a refusal stops the chain")
 
 	_, err = c.Authenticate(ctx, "nobody")
 	require.ErrorIs(t, err, auth.ErrUnknownToken)

@@ -94,13 +94,11 @@ func New(ctx context.Context, o Options) (*Client, error) {
 
 	rs, err := c.conn(ctx, o.RolesetConn, o.RolesetAddr)
 	if err != nil {
-		c.closeOwned()
-		return nil, err
+		return nil, errors.Join(err, c.closeOwned())
 	}
 	pol, err := c.conn(ctx, o.PolicyConn, o.PolicyAddr)
 	if err != nil {
-		c.closeOwned()
-		return nil, err
+		return nil, errors.Join(err, c.closeOwned())
 	}
 	if rs == nil && pol == nil {
 		return nil, errors.New("client: configure roleset (RolesetAddr or RolesetConn) and/or policy (PolicyAddr or PolicyConn)")

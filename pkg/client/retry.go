@@ -65,8 +65,9 @@ func Retryable(err error) bool {
 		return true
 	case codes.Aborted:
 		return Reason(err) == commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY
+	default:
+		return false
 	}
-	return false
 }
 
 // call runs fn until it succeeds, fails with a non-retryable error, runs out of attempts or

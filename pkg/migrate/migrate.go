@@ -86,7 +86,11 @@ func upgradeStream(ctx context.Context, db *sql.DB) error {
 	}
 	defer c.Close()
 	return c.Raw(func(dc any) error {
-		return stream.Upgrade(ctx, dc.(*stdlib.Conn).Conn())
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("migrate: driver connection is a %T, not pgx's", dc)
+		}
+		return stream.Upgrade(ctx, sc.Conn())
 	})
 }
 

@@ -311,7 +311,11 @@ func freePort() (int, error) {
 		return 0, fmt.Errorf("pgtest: find a free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("pgtest: find a free port: %v is not TCP", l.Addr())
+	}
+	return addr.Port, nil
 }
 
 func (c *cluster) url(db string) string {

@@ -117,6 +117,8 @@ func identity(r *policyv1.AuthenticateResponse) auth.Identity {
 		id.Kind = auth.User
 	case policyv1.TokenKind_TOKEN_KIND_JOB:
 		id.Kind = auth.Job
+	default:
+		// A kind this build does not know keeps the zero Kind, which no rule allows.
 	}
 	return id
 }

@@ -2,6 +2,7 @@ package policyclient_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +36,11 @@ func (c *watchConn) Invoke(_ context.Context, method string, _, reply any, _ ...
 	if method != policyv1.TokenService_Authenticate_FullMethodName {
 		return status.Error(codes.Unimplemented, method)
 	}
-	proto.Merge(reply.(*policyv1.AuthenticateResponse), &policyv1.AuthenticateResponse{Kind: policyv1.TokenKind_TOKEN_KIND_USER,
+	resp, ok := reply.(*policyv1.AuthenticateResponse)
+	if !ok {
+		return status.Errorf(codes.Internal, "reply is a %T", reply)
+	}
+	proto.Merge(resp, &policyv1.AuthenticateResponse{Kind: policyv1.TokenKind_TOKEN_KIND_USER,
 		Workspace: "w", Username: "op", TokenId: "t1", StreamPosition: 5, ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
 	return nil
 }
@@ -59,7 +64,11 @@ func (s *watchStream) SendMsg(any) error            { return nil }
 func (s *watchStream) RecvMsg(m any) error {
 	select {
 	case r := <-s.c.messages:
-		proto.Merge(m.(*policyv1.WatchResponse), r)
+		resp, ok := m.(*policyv1.WatchResponse)
+		if !ok {
+			return status.Errorf(codes.Internal, "message is a %T", m)
+		}
+		proto.Merge(resp, r)
 		return nil
 	case err := <-s.c.fail:
 		return err
@@ -77,7 +86,12 @@ func TestNothingCachedIsServedWhileTheStreamIsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	}()
 
 	tok := "mwu_" + strings.Repeat("A", 43)
 	_, err := a.Authenticate(context.Background(), tok) // not cached: the stream has delivered nothing yet

@@ -85,7 +85,7 @@ func TestSecretNeverPrints(t *testing.T) {
 	for _, out := range []string{s.String(), fmt.Sprint(s), fmt.Sprintf("%v %s %q %#v", s, s, s, s), buf.String(), string(j)} {
 		assert.NotContains(t, out, "hunter2")
 	}
-	assert.Equal(t, "", server.Secret("").String(), "unset stays visible as unset")
+	assert.Empty(t, server.Secret("").String(), "unset stays visible as unset")
 }
 
 func TestRedactDSN(t *testing.T) {

@@ -148,6 +148,7 @@ func (c *chain) logCall(ctx context.Context, method string, start time.Time, err
 		level = slog.LevelError
 	case codes.Unavailable, codes.ResourceExhausted:
 		level = slog.LevelWarn
+	default: // an answer (OK or a refusal): info
 	}
 	if infra(method) && level == slog.LevelInfo {
 		level = slog.LevelDebug // probes every few seconds would drown the rest

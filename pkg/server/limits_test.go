@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -52,7 +53,8 @@ func TestSilentConnectionIsClosed(t *testing.T) {
 }
 
 func asNet(err error, target *net.Error) bool {
-	ne, ok := err.(net.Error)
+	var ne net.Error
+	ok := errors.As(err, &ne)
 	if ok {
 		*target = ne
 	}

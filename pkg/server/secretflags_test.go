@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -42,7 +41,7 @@ func TestSecretFlagsAreRefused(t *testing.T) {
 				return
 			}
 			var uerr *cli.UsageError
-			require.True(t, errors.As(err, &uerr), "want a usage error, got %v", err)
+			require.ErrorAs(t, err, &uerr, "want a usage error, got %v", err)
 			require.ErrorContains(t, err, tc.refused)
 			require.ErrorContains(t, err, "command line")
 			require.NotContains(t, err.Error(), "hunter2", "the refusal repeats the secret")

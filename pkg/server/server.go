@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -26,7 +27,6 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/millwright/millwright/pkg/apidesc"
-
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/validate"
 )
@@ -66,7 +66,8 @@ type Options struct {
 	// HealthInterval is how often readiness is re-checked once SERVING (default 5s).
 	HealthInterval time.Duration
 	// Flags, when set, are logged at start with their sources and secrets redacted
-	// (LogConfig), so an operator sees what a replica actually runs with.
+	// (LogConfig), so an operator sees what a replica actually runs with. Unset, the flags
+	// ServeArgs parsed are.
 	Flags *flag.FlagSet
 }
 
@@ -113,24 +114,16 @@ func transportOptions(l Limits) []grpc.ServerOption {
 // fails. Shutdown: health NOT_SERVING, open streams ended, GracefulStop bounded by
 // cfg.ShutdownTimeout then Stop, metrics server stopped, background loops waited for. It
 // returns nil after a shutdown asked for through ctx.
+//
+// Each step is one function below: the logger, the gRPC server with its interceptor chain
+// and health, the listeners, the supervisor of the goroutines, and the stop sequence.
 func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	if opts.Authenticator == nil || opts.Validator == nil || opts.Register == nil {
 		return errors.New("server: Options.Authenticator, Validator and Register are required")
 	}
-	logger := opts.Logger
-	if logger == nil {
-		if logger, err = NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat); err != nil {
-			return err
-		}
-		// A binary's own logger is also the default, so that components built without one
-		// (stream followers, clients) log in the same format instead of the log package's text.
-		slog.SetDefault(logger)
-	}
-	if cfg.Name != "" {
-		logger = logger.With("service", cfg.Name)
-	}
-	if opts.Flags != nil {
-		LogConfig(logger, opts.Flags)
+	logger, err := runLogger(ctx, cfg, opts)
+	if err != nil {
+		return err
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -140,15 +133,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("server: metrics: %w", err)
 	}
-	shutdownTimeout := cfg.ShutdownTimeout
-	if shutdownTimeout <= 0 {
-		shutdownTimeout = 15 * time.Second
-	}
-	interval := opts.HealthInterval
-	if interval <= 0 {
-		interval = 5 * time.Second
-	}
-
 	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Name)
 	if err != nil {
 		return fmt.Errorf("server: tracing: %w", err)
@@ -161,15 +145,69 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		}
 	}()
 
+	// draining ends every open stream once shutdown has begun (see stop).
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
+	gs, rd, err := newGRPCServer(cfg, opts, logger, m, tp, draining)
+	if err != nil {
+		return err
+	}
+	ls, err := listen(ctx, cfg, reg, rd)
+	if err != nil {
+		return err
+	}
+	logger.Info("listening", "addr", ls.grpcAddr(), "metrics_addr", ls.metricsAddr())
+	if opts.OnListen != nil {
+		opts.OnListen(ls.grpcAddr(), ls.metricsAddr())
+	}
+
+	sv := newSupervisor(ctx, logger)
+	defer sv.stopRun()
+	sv.serve(gs, ls, rd)
+	sv.background(opts.Background)
+	<-sv.run.Done()
+	stop(ctx, cfg, logger, gs, ls.http, rd, drain)
+	sv.wait()
+	logger.Info("stopped")
+	return sv.failure
+}
+
+// runLogger is opts.Logger, or one built from cfg (which then also becomes slog's default,
+// so that components built without a logger, stream followers and clients, log in the same
+// format instead of the log package's text), tagged with the service's name; it logs the
+// configuration the process runs with.
+func runLogger(ctx context.Context, cfg Config, opts Options) (*slog.Logger, error) {
+	logger := opts.Logger
+	if logger == nil {
+		var err error
+		if logger, err = NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat); err != nil {
+			return nil, err
+		}
+		slog.SetDefault(logger)
+	}
+	if cfg.Name != "" {
+		logger = logger.With("service", cfg.Name)
+	}
+	flags := opts.Flags
+	if flags == nil {
+		flags, _ = ctx.Value(flagsKey{}).(*flag.FlagSet)
+	}
+	if flags != nil {
+		LogConfig(logger, flags)
+	}
+	return logger, nil
+}
+
+// newGRPCServer builds the gRPC server: tracing, the interceptor chain, transport limits,
+// health (liveness SERVING, readiness NOT_SERVING until the first check passes), reflection
+// and the service's own registrations.
+func newGRPCServer(cfg Config, opts Options, logger *slog.Logger, m *metrics, tp trace.TracerProvider, draining context.Context) (*grpc.Server, *readiness, error) {
 	public := map[string]bool{}
 	for _, p := range opts.Public {
 		public[p] = true
 	}
 	ch := &chain{logger: logger, metrics: m, authn: opts.Authenticator, public: public,
 		validator: opts.Validator, draining: draining}
-
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(tp),
@@ -184,18 +222,13 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	hs.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	if err := registerReflection(gs); err != nil {
-		return err
+		return nil, nil, err
 	}
 	opts.Register(gs)
 
-	names := []string{""}
-	for name := range gs.GetServiceInfo() {
-		if name != healthpb.Health_ServiceDesc.ServiceName && !infra("/"+name+"/") {
-			names = append(names, name)
-		}
-	}
+	names := apiServices(gs)
 	var sds []grpc.ServiceDesc
-	for _, n := range names[1:] {
+	for _, n := range names {
 		sds = append(sds, grpc.ServiceDesc{ServiceName: n})
 	}
 	if missing := opts.Validator.Missing(sds...); len(missing) > 0 {
@@ -203,88 +236,153 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		// loud: those calls are refused with Internal until a validator exists.
 		logger.Error("request types without a validator; their calls will be refused", "types", missing)
 	}
-	rd := &readiness{hs: hs, names: names, pool: opts.Pool, schema: opts.SchemaVersion,
+	interval := opts.HealthInterval
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	rd := &readiness{hs: hs, names: append([]string{""}, names...), pool: opts.Pool, schema: opts.SchemaVersion,
 		interval: interval, logger: logger}
 	rd.set(false)
+	return gs, rd, nil
+}
 
+// apiServices are the services registered on gs other than health and reflection: the ones
+// whose health follows readiness.
+func apiServices(gs *grpc.Server) []string {
+	var names []string
+	for name := range gs.GetServiceInfo() {
+		if name != healthpb.Health_ServiceDesc.ServiceName && !infra("/"+name+"/") {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// listeners are the bound gRPC listener and, unless metrics are off, the metrics one with its
+// HTTP server.
+type listeners struct {
+	grpc    net.Listener
+	metrics net.Listener // nil when metrics are off
+	http    *http.Server // nil when metrics are off
+}
+
+func (l *listeners) grpcAddr() string { return l.grpc.Addr().String() }
+
+func (l *listeners) metricsAddr() string {
+	if l.metrics == nil {
+		return ""
+	}
+	return l.metrics.Addr().String()
+}
+
+// listen binds cfg.GRPCAddr and cfg.MetricsAddr ("" for none); on an error nothing stays bound.
+func listen(ctx context.Context, cfg Config, reg *prometheus.Registry, rd *readiness) (*listeners, error) {
 	var lc net.ListenConfig
 	glis, err := lc.Listen(ctx, "tcp", cfg.GRPCAddr)
 	if err != nil {
-		return fmt.Errorf("server: listen %s: %w", cfg.GRPCAddr, err)
+		return nil, fmt.Errorf("server: listen %s: %w", cfg.GRPCAddr, err)
 	}
-	var hsrv *http.Server
-	var mlis net.Listener
-	if cfg.MetricsAddr != "" {
-		if mlis, err = lc.Listen(ctx, "tcp", cfg.MetricsAddr); err != nil {
-			glis.Close()
-			return fmt.Errorf("server: listen %s: %w", cfg.MetricsAddr, err)
-		}
-		// Scrapes and probes are small GETs: bound every phase, like the gateway does.
-		hsrv = &http.Server{Handler: httpMux(reg, rd), ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
-			MaxHeaderBytes: 64 << 10}
+	ls := &listeners{grpc: glis}
+	if cfg.MetricsAddr == "" {
+		return ls, nil
 	}
-	gaddr, maddr := glis.Addr().String(), ""
-	if mlis != nil {
-		maddr = mlis.Addr().String()
+	if ls.metrics, err = lc.Listen(ctx, "tcp", cfg.MetricsAddr); err != nil {
+		glis.Close()
+		return nil, fmt.Errorf("server: listen %s: %w", cfg.MetricsAddr, err)
 	}
-	logger.Info("listening", "addr", gaddr, "metrics_addr", maddr)
-	if opts.OnListen != nil {
-		opts.OnListen(gaddr, maddr)
-	}
+	// Scrapes and probes are small GETs: bound every phase, like the gateway does.
+	ls.http = &http.Server{Handler: httpMux(reg, rd), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
+		MaxHeaderBytes: 64 << 10}
+	return ls, nil
+}
 
-	// failed records the first failure and ends run; a cancelled ctx ends run cleanly.
-	run, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	var failOnce sync.Once
-	var failure error
-	fail := func(err error) {
-		failOnce.Do(func() { failure = err })
-		stopRun()
-	}
+// supervisor runs the servers and the background loops. run ends when ctx does or at the
+// first failure, which it records; the background loops get their own context, which ends
+// only after the gRPC server has stopped (in-flight calls may depend on them: the stream
+// listener feeds caches).
+type supervisor struct {
+	logger         *slog.Logger
+	run            context.Context
+	stopRun        context.CancelFunc
+	bg             context.Context
+	stopBg         context.CancelFunc
+	servers, loops sync.WaitGroup
+	failOnce       sync.Once
+	failure        error
+}
 
-	var servers, loops sync.WaitGroup
-	servers.Go(func() {
-		if err := gs.Serve(glis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			fail(fmt.Errorf("server: grpc: %w", err))
+func newSupervisor(ctx context.Context, logger *slog.Logger) *supervisor {
+	sv := &supervisor{logger: logger}
+	sv.run, sv.stopRun = context.WithCancel(ctx)
+	sv.bg, sv.stopBg = context.WithCancel(context.WithoutCancel(ctx))
+	return sv
+}
+
+// fail records the first failure and ends run.
+func (sv *supervisor) fail(err error) {
+	sv.failOnce.Do(func() { sv.failure = err })
+	sv.stopRun()
+}
+
+// serve starts the gRPC server, the metrics server and the readiness loop.
+func (sv *supervisor) serve(gs *grpc.Server, ls *listeners, rd *readiness) {
+	sv.servers.Go(func() {
+		if err := gs.Serve(ls.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			sv.fail(fmt.Errorf("server: grpc: %w", err))
 		}
 	})
-	if hsrv != nil {
-		servers.Go(func() {
-			if err := hsrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fail(fmt.Errorf("server: metrics: %w", err))
+	if ls.http != nil {
+		sv.servers.Go(func() {
+			if err := ls.http.Serve(ls.metrics); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				sv.fail(fmt.Errorf("server: metrics: %w", err))
 			}
 		})
 	}
-	servers.Go(func() { rd.run(run) })
-	// Background loops outlive run: in-flight calls may depend on them (the stream listener
-	// feeds caches) until GracefulStop returns.
-	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBg()
-	for i, fn := range opts.Background {
-		loops.Go(func() {
-			err := fn(bg)
-			switch {
-			case err != nil && bg.Err() == nil:
-				fail(fmt.Errorf("server: background loop %d: %w", i, err))
-			case err == nil && bg.Err() == nil:
-				logger.Warn("background loop ended early", "index", i)
-			}
-		})
-	}
+	sv.servers.Go(func() { rd.run(sv.run) })
+}
 
-	<-run.Done()
-	logger.Info("shutting down", "timeout", shutdownTimeout.String())
-	rd.shutdown() // NOT_SERVING everywhere, and it stays so
+// background starts the loops; an error from one, or one ending early, is a failure.
+func (sv *supervisor) background(loops []func(context.Context) error) {
+	for i, fn := range loops {
+		sv.loops.Go(func() {
+			err := fn(sv.bg)
+			switch {
+			case err != nil && sv.bg.Err() == nil:
+				sv.fail(fmt.Errorf("server: background loop %d: %w", i, err))
+			case err == nil && sv.bg.Err() == nil:
+				sv.logger.Warn("background loop ended early", "index", i)
+			}
+		})
+	}
+}
+
+// wait stops the background loops and waits for them and the servers.
+func (sv *supervisor) wait() {
+	sv.stopBg()
+	sv.loops.Wait()
+	sv.servers.Wait()
+}
+
+// stop shuts the servers down: NOT_SERVING everywhere (for good), then GracefulStop with
+// open streams ended after a short grace, bounded by cfg.ShutdownTimeout, then Stop; then
+// the metrics server.
+func stop(ctx context.Context, cfg Config, logger *slog.Logger, gs *grpc.Server, hsrv *http.Server, rd *readiness, drain context.CancelFunc) {
+	timeout := cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	logger.Info("shutting down", "timeout", timeout.String())
+	rd.shutdown()
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
-	deadline := time.After(shutdownTimeout)
+	deadline := time.After(timeout)
 	// Give health watchers (client-side load balancers) a moment to receive NOT_SERVING
 	// before their streams are ended, then end every open stream so GracefulStop only waits
 	// for unary calls.
 	select {
 	case <-stopped:
-	case <-time.After(min(streamGrace, shutdownTimeout/2)):
+	case <-time.After(min(streamGrace, timeout/2)):
 	}
 	drain()
 	select {
@@ -306,11 +404,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 		_ = hsrv.Shutdown(sctx)
 		cancel()
 	}
-	stopBg()
-	loops.Wait()
-	servers.Wait()
-	logger.Info("stopped")
-	return failure
 }
 
 // httpMux serves /metrics, /healthz (readiness: 200 only while SERVING, same as grpc health

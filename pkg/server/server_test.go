@@ -209,7 +209,7 @@ func start(t *testing.T, customize ...func(setup)) *env {
 	require.NoError(t, err)
 	e.conn = conn
 	t.Cleanup(func() {
-		e.stop(t)
+		_ = e.stop(t)
 		select {
 		case <-e.unary.release:
 		default:
@@ -757,5 +757,5 @@ func TestDialAnswersUnavailableWhenTheUpstreamStaysDown(t *testing.T) {
 func TestRunRequiresOptions(t *testing.T) {
 	err := server.Run(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0"}, server.Options{})
 	require.Error(t, err)
-	assert.True(t, strings.Contains(err.Error(), "required"))
+	assert.Contains(t, err.Error(), "required")
 }

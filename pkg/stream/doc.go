@@ -9,7 +9,8 @@
 // catches up by reading "id > last" after every (re)connect and every PollInterval, so a lost
 // notification costs a delay, never a stale cache. That read is only gap-free because it stops at
 // the safe head: ids become visible in any order, and a reader delivers only up to the highest
-// id that no running transaction can still undercut (see UpgradeSQL's comment). Watch serves a backlog from the table and then switches to the events the
+// id below which no transaction is still committing (a reader-writer lock: see UpgradeSQL's
+// comment). Watch serves a backlog from the table and then switches to the events the
 // local listener delivers, subscribing before it reads the backlog so the two phases overlap
 // and duplicates are dropped by id. Old rows are pruned after Options.Retention; pruning
 // records the highest deleted id in stream_state so a consumer resuming from before it is

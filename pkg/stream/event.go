@@ -45,26 +45,17 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// safeHeadSQL is the highest safe id in the statement's snapshot (see UpgradeSQL): every
-// transaction that was running when it was drawn has ended, so every lower id is visible or
-// will never exist. It scans back from the newest row past the few not yet safe.
-const safeHeadSQL = `(SELECT coalesce((SELECT id FROM stream_outbox
-                                   WHERE stream_xid_before(xmin, pg_snapshot_xmin(pg_current_snapshot()))
-                                   ORDER BY id DESC LIMIT 1), 0))`
-
-// headSQL includes pruned_through so that the head of a fully pruned outbox is not 0: a
-// consumer that resyncs to it must not be told to resync again.
-const headSQL = `SELECT greatest(` + safeHeadSQL + `, (SELECT pruned_through FROM stream_state))`
-
-// Head returns the stream's safe head in q's snapshot: every event up to it is visible there
-// or will never exist, so a reader that reflects this snapshot and then applies the events
-// after Head misses nothing. It may be below ids already visible (their transactions'
-// neighbours are still committing): those events are delivered again after Head, so applying
-// them must be idempotent, as every consumer of state-carrying events is. Use Latest, not
-// Head, for "wait until everything committed so far is delivered".
+// Head returns the stream's safe head: every event up to it is committed or will never
+// exist (see UpgradeSQL), so a reader that reflects any snapshot taken after Head returned and
+// then applies the events after Head misses nothing. Call it on a pool or in READ COMMITTED,
+// as a statement of its own, never inside a REPEATABLE READ snapshot (its answer would be
+// the snapshot's, not a fresh one): read Head first, then open the snapshot. That snapshot may
+// already reflect events after Head; they are delivered again, so applying them must be
+// idempotent, as every consumer of state-carrying events is. Head waits for commits in flight
+// (not for open transactions).
 func Head(ctx context.Context, q Querier) (int64, error) {
 	var h int64
-	if err := q.QueryRow(ctx, headSQL).Scan(&h); err != nil {
+	if err := q.QueryRow(ctx, `SELECT stream_safe_head()`).Scan(&h); err != nil {
 		return 0, fmt.Errorf("stream: read head: %w", err)
 	}
 	return h, nil
@@ -120,17 +111,27 @@ func Append(ctx context.Context, tx Querier, e Event) (int64, error) {
 	return id, nil
 }
 
-// readBatch is the catch-up read shared by the listener and Watch's backlog.
-// Only safe ids are read (see UpgradeSQL), so a reader moving its position to the last row it
-// read never skips an id that commits later.
+// readSQL reads committed events after a position, up to a safe head read before it (by a
+// separate statement, so this one's snapshot is taken after every id up to the head
+// committed): a reader moving its position to the last row it read never skips an id that
+// commits later.
 const readSQL = `SELECT id, kind, workspace, key, op, payload, created_at
-                   FROM stream_outbox WHERE id > $1 AND id <= ` + safeHeadSQL + ` ORDER BY id LIMIT $2`
+                   FROM stream_outbox WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`
 
 // batchSize bounds one catch-up read; callers loop until a short batch.
 const batchSize = 1000
 
+// readAfter reads up to limit events after `after`, up to the safe head (two statements: the
+// head, then the rows).
 func readAfter(ctx context.Context, q queryer, after int64, limit int) ([]Event, error) {
-	rows, err := q.Query(ctx, readSQL, after, limit)
+	var head int64
+	if err := q.QueryRow(ctx, `SELECT stream_safe_head()`).Scan(&head); err != nil {
+		return nil, fmt.Errorf("stream: read head: %w", err)
+	}
+	if head <= after {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, readSQL, after, head, limit)
 	if err != nil {
 		return nil, fmt.Errorf("stream: read after %d: %w", after, err)
 	}

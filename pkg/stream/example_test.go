@@ -36,16 +36,15 @@ func (r policyReceiver) Recv() (*commonv1.Event, int64, error) {
 	return m.GetEvent(), m.GetHeadId(), nil
 }
 
-// policyEvents is the server side: policy's EventService handler delegates to its Stream.
+// policyEvents is the server side: policy's EventService handler delegates to ServeWatch,
+// with its own rule of who may follow the stream (here: anyone).
 type policyEvents struct {
 	policyv1.UnimplementedEventServiceServer
 	stream *stream.Stream
 }
 
 func (h *policyEvents) Watch(req *policyv1.WatchRequest, srv policyv1.EventService_WatchServer) error {
-	return h.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(e *stream.Event, head int64) error {
-		return srv.Send(&policyv1.WatchResponse{Event: stream.ToProto(e), HeadId: head})
-	})
+	return stream.ServeWatch(h.stream, req, srv, func(context.Context) error { return nil })
 }
 
 // A durable consumer in another service (billing's projection of policy's members): the

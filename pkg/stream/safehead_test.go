@@ -12,14 +12,16 @@ import (
 	"github.com/millwright/millwright/pkg/stream"
 )
 
-// A transaction that holds an xid holds back delivery (and Head) of every event drawn after
-// it began, until it ends: it might still commit an event with a lower id.
-func TestLongTransactionHoldsBackDelivery(t *testing.T) {
+// An open transaction that has not reached COMMIT holds back nothing: its events draw their
+// ids at COMMIT, so a reader need not wait for it (nor for a transaction in another database).
+// This is what lets policy's seat check wait for billing to see policy's earlier events while
+// its own write is open.
+func TestOpenTransactionHoldsBackNothing(t *testing.T) {
 	leakCheck(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := newPool(t, newDB(t))
-	s := stream.New(pool, stream.Options{PollInterval: 50 * time.Millisecond})
+	s := stream.New(pool, stream.Options{PollInterval: time.Minute})
 	var got collector
 	defer s.Subscribe(got.add)()
 	startStream(t, s)
@@ -35,14 +37,52 @@ func TestLongTransactionHoldsBackDelivery(t *testing.T) {
 	require.NoError(t, err)
 	head, err := stream.Head(ctx, pool)
 	require.NoError(t, err)
-	require.Less(t, head, latest, "the quick event is visible but not safe while the long transaction runs")
-	time.Sleep(300 * time.Millisecond)
-	require.Empty(t, got.events(), "nothing is delivered past an open writer")
+	require.Equal(t, latest, head, "the quick event is safe at once")
+	require.Eventually(t, func() bool { return len(got.events()) == 1 }, 5*time.Second, 5*time.Millisecond,
+		"delivered while the long transaction is open (by its notification, not a poll)")
 
 	require.NoError(t, long.Commit(ctx))
 	waitHead(t, s, pool)
 	require.Equal(t, outboxIDs(t, pool), ids(got.events()))
 	require.Len(t, got.events(), 2)
+}
+
+// A transaction that has drawn an id (Append, or a trigger event at COMMIT) holds back the
+// safe head until it ends: it might still commit that id below ids committed meanwhile.
+func TestDrawnIDHoldsBackHead(t *testing.T) {
+	leakCheck(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool := newPool(t, newDB(t))
+	before, err := stream.Head(ctx, pool)
+	require.NoError(t, err)
+
+	drew, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer drew.Rollback(ctx)
+	id, err := stream.Append(ctx, drew, stream.Event{Kind: "item", Op: "insert"})
+	require.NoError(t, err)
+
+	heads := make(chan int64, 1)
+	go func() {
+		h, err := stream.Head(ctx, pool)
+		if err != nil {
+			h = -1
+		}
+		heads <- h
+	}()
+	select {
+	case h := <-heads:
+		t.Fatalf("Head answered %d (before %d) while id %d was drawn and not committed", h, before, id)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, drew.Commit(ctx))
+	select {
+	case h := <-heads:
+		require.GreaterOrEqual(t, h, id, "the committed id is safe once its transaction ended")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Head still waiting after the commit")
+	}
 }
 
 // A database migrated with version 1 of the stream schema (the global lock) is upgraded in
@@ -74,7 +114,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	require.NoError(t, stream.Upgrade(ctx, conn))
 	require.NoError(t, stream.Upgrade(ctx, conn), "the upgrade is idempotent")
 	require.NoError(t, conn.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE proname = 'stream_append'`).Scan(&src))
-	require.NotContains(t, src, "pg_advisory_xact_lock(")
+	require.Contains(t, src, "pg_advisory_xact_lock_shared(", "writers take the lock shared")
 
 	pool := newPool(t, dsn)
 	zero := int64(0)

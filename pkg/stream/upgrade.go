@@ -13,45 +13,40 @@ import (
 // right after version 1 and the service's files. Upgrade runs it under an advisory lock, so
 // replicas migrating at once do not race.
 //
-// Ordering without a global lock. Consumers read "id > last", so an id must never be
+// Ordering without serialising writers. Consumers read "id > last", so an id must never be
 // delivered while a lower id can still appear. Identity values are drawn before COMMIT and
-// become visible at COMMIT, in any order; version 1 therefore held one advisory lock from the
-// draw through the commit, which serialised every commit that carried an event (and the
-// notification each one sent serialised them again). Now writers never wait for each other,
-// and readers wait instead, PgQ-style, using transaction snapshots:
+// become visible at COMMIT, in any order. Version 1 held one exclusive advisory lock from the
+// draw through the commit, which serialised every commit that carried an event. Now it is a
+// reader-writer lock on the same key:
 //
-//   - stream_append inserts the row inside a subtransaction, so the row's xmin is an xid
-//     assigned after its id was drawn: every transaction that drew a lower id earlier (each
-//     has its xid before it draws) has a smaller xid, or is the row's own transaction.
-//   - A reader, in snapshot S, treats row N as safe when its xmin precedes xmin(S): every
-//     transaction with a smaller xid has ended in S, so every lower id is either visible in S
-//     or was rolled back and will never exist. The highest safe id is the "safe head"; Head
-//     returns it and the listener and Watch deliver only up to it, in id order.
+//   - stream_append (run at COMMIT for trigger events, by the deferred stream_flush) takes the
+//     lock SHARED before it draws an id, held until its transaction ends: writers never wait
+//     for each other.
+//   - stream_safe_head takes it EXCLUSIVE, which waits for every transaction that has drawn an
+//     id and not yet ended (they are committing: trigger events draw at COMMIT), then reads
+//     max(id) in a fresh snapshot. Every id up to it is committed, or rolled back and never
+//     used; ids drawn after it are higher (the sequence only grows). The lock is released when
+//     the reading statement ends. Readers deliver only up to that safe head.
 //
-// Why a subtransaction and not pg_current_snapshot()'s xmax taken after the draw: PostgreSQL
-// (14+) reuses a backend's last snapshot when no transaction ended since, so that xmax can
-// predate xids assigned in between; TestConcurrentWritersDeliveredInOrderExactlyOnce lost
-// events that way. A fresh xid cannot be stale. The subtransaction's xid stays in its parent's
-// cache until the parent ends; a transaction emitting more than 64 events overflows that cache,
-// which only makes snapshots taken meanwhile slower, never wrong.
-//
-// The cost moves to readers: an event is delivered once every transaction with a smaller xid
-// has ended, so one long write transaction (any transaction holding an xid) holds back
-// delivery until it ends. Keep write transactions short; see docs/design.md.
+// A reader waits for commits in flight, never for an open transaction that has not reached
+// COMMIT: a long transaction (in this database or any other on the cluster), or a policy
+// write waiting on billing's seat check, holds back nothing. Version 2 of this step tried
+// snapshot xmin instead (PgQ's rule: deliver a row once every older xid has ended); it was
+// correct, but xmin is cluster-wide, so any open transaction anywhere held back every
+// service's stream, and policy's seat check, which waits for billing's projection to see
+// policy's earlier events while its own transaction is open, timed out (docs/design.md).
+// The price: a waiting reader queues writers behind it for the length of the commits in
+// flight. Append called early in a long transaction holds the lock shared until it ends:
+// call it last, as before.
 //
 // Wake-ups. pg_notify makes PostgreSQL serialise the commits that notify, on one global lock,
 // so a notification per transaction would serialise writers again. Only one committing
 // transaction at a time notifies (the holder of a transaction-scoped try-lock); a writer that
 // finds it taken relies on that transaction's notification, after which the listener re-reads
-// quickly a few times (see Stream.listen), which finds the writers that committed just after.
+// quickly a few times (see Stream.listen), which finds the writers that committed just after;
+// a notification lost that way costs at most PollInterval, like any lost notification.
 const UpgradeSQL = `
--- stream_xid_before(x, s): x precedes s's xmin (32-bit xid arithmetic, as PostgreSQL's own);
--- frozen and bootstrap xids (0-2) precede everything.
-CREATE OR REPLACE FUNCTION stream_xid_before(x xid, lim xid8) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT x::text::bigint <= 2
-        OR ((lim::text::bigint - x::text::bigint) & 4294967295) BETWEEN 1 AND 2147483647
-$$;
+DROP FUNCTION IF EXISTS stream_xid_before(xid, xid8);
 
 CREATE OR REPLACE FUNCTION stream_append(p_kind text, p_workspace text, p_key text, p_op text, p_payload jsonb)
 RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -61,26 +56,35 @@ BEGIN
     IF coalesce(p_kind, '') = '' OR coalesce(p_op, '') = '' THEN
         RAISE EXCEPTION 'stream_append: kind and op are required';
     END IF;
-    -- The xid before the id: any transaction that draws a higher id later gets a newer xid.
-    PERFORM pg_current_xact_id();
-    -- The exception block is the subtransaction: the row's xmin is an xid newer than the id
-    -- drawn by the same statement (see UpgradeSQL). clock_timestamp(), not now(): for trigger
-    -- events this runs at COMMIT, so created_at is the commit time (not the transaction's
-    -- start) and pruning by age cannot take a row that a long transaction committed just now.
-    BEGIN
-        INSERT INTO stream_outbox (kind, workspace, key, op, payload, created_at)
-        VALUES (p_kind, coalesce(p_workspace, ''), coalesce(p_key, ''), p_op, coalesce(p_payload, '{}'::jsonb),
-                clock_timestamp())
-        RETURNING id INTO new_id;
-    EXCEPTION WHEN OTHERS THEN
-        RAISE;
-    END;
+    -- Shared, until the transaction ends: stream_safe_head waits for it (see UpgradeSQL).
+    PERFORM pg_advisory_xact_lock_shared(7294013770136241409);
+    -- clock_timestamp(), not now(): for trigger events this runs at COMMIT, so created_at is
+    -- the commit time (not the transaction's start) and pruning by age cannot take a row that
+    -- a long transaction committed just now.
+    INSERT INTO stream_outbox (kind, workspace, key, op, payload, created_at)
+    VALUES (p_kind, coalesce(p_workspace, ''), coalesce(p_key, ''), p_op, coalesce(p_payload, '{}'::jsonb),
+            clock_timestamp())
+    RETURNING id INTO new_id;
     -- One notifying commit at a time (see UpgradeSQL's comment). Delivered only if and when
     -- the transaction commits.
     IF pg_try_advisory_xact_lock(7294013770136241411) THEN
         PERFORM pg_notify('millwright_stream', new_id::text);
     END IF;
     RETURN new_id;
+END $$;
+
+-- The highest id up to which every id is committed or will never exist. Call it as a
+-- statement of its own in READ COMMITTED (its SELECT then takes a snapshot after the lock is
+-- held); the lock is released when the calling transaction ends.
+CREATE OR REPLACE FUNCTION stream_safe_head() RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+DECLARE
+    h bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(7294013770136241409);
+    SELECT greatest(coalesce((SELECT max(id) FROM stream_outbox), 0), (SELECT pruned_through FROM stream_state))
+      INTO h;
+    RETURN h;
 END $$;
 `
 

@@ -19,13 +19,7 @@ var errLagged = errors.New("stream: watcher lagged")
 // knows of. It returns a *ResyncError when afterID (>= 0) is older than the retention window
 // (or newer than the head: the database lost history), the first error of send, or ctx.Err().
 //
-// A policy handler is:
-//
-//	func (h *events) Watch(req *policyv1.WatchRequest, srv policyv1.EventService_WatchServer) error {
-//		return h.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(e *stream.Event, head int64) error {
-//			return srv.Send(&policyv1.WatchResponse{Event: stream.ToProto(e), HeadId: head})
-//		})
-//	}
+// A service's Watch handler calls it through ServeWatch.
 func (s *Stream) Watch(ctx context.Context, afterID int64, kinds []string, send func(e *Event, head int64) error) error {
 	match := func(e *Event) bool { return len(kinds) == 0 || slices.Contains(kinds, e.Kind) }
 	cursor := afterID

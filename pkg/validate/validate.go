@@ -38,7 +38,13 @@ func Add[T proto.Message](r *Registry, fn func(T) error) {
 	if _, dup := r.fns[name]; dup {
 		panic(fmt.Sprintf("validate: second validator for %s", name))
 	}
-	r.fns[name] = func(m proto.Message) error { return fn(m.(T)) }
+	r.fns[name] = func(m proto.Message) error {
+		t, ok := m.(T)
+		if !ok { // the registry is keyed by T's own name: only a T reaches here
+			return fmt.Errorf("validate: %s validator given a %T", name, m)
+		}
+		return fn(t)
+	}
 }
 
 // Validate runs the validator of msg's type and returns a gRPC status error (nil if valid).

@@ -47,14 +47,22 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}),
+		// A unary answer states its length, so logRequests can send it before it logs.
+		runtime.WithWriteContentLength(),
 	)
 	g := &Gateway{conns: map[string]*grpc.ClientConn{}}
 	addrs := map[string]string{"policy": up.Policy, "roleset": up.Roleset, "billing": up.Billing}
 	for name, addr := range addrs {
 		// server.ClientOptions: a short reconnect backoff, and calls that wait a bounded time for
 		// an upstream that is restarting instead of failing at once with its last dial error.
-		conn, err := grpc.NewClient(addr,
-			append(server.ClientOptions(), grpc.WithStatsHandler(otelgrpc.NewClientHandler()))...)
+		conn, err := grpc.NewClient(addr, append(server.ClientOptions(),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+			// Fixed flow-control windows turn off gRPC's bandwidth-delay estimation, which
+			// otherwise follows every answer with a PING and its ACK: one more write, read
+			// and two goroutine wake-ups per call (docs/benchmarks.md, "gateway"). Its
+			// benefit, windows grown past 64 KiB on long fat links, is had here at once.
+			grpc.WithInitialWindowSize(upstreamWindow),
+			grpc.WithInitialConnWindowSize(upstreamWindow))...)
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("gateway: dial %s at %q: %w", name, addr, err)
@@ -80,6 +88,11 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 	g.Handler = logRequests(logger, root)
 	return g, nil
 }
+
+// upstreamWindow is the flow-control window of each stream and connection to an upstream:
+// the largest answers the services send in practice (a builder check's, capped at 1 MiB) arrive
+// without waiting for a window update; larger ones still flow, a window at a time.
+const upstreamWindow = 1 << 20
 
 // Close closes the upstream connections.
 func (g *Gateway) Close() {
@@ -166,6 +179,12 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
+		// net/http would send the answer only once this function returns, after the log
+		// line's write; an answer of a stated length can go first (without a length, a flush
+		// would turn it into a chunked one).
+		if rec.Header().Get("Content-Length") != "" {
+			rec.Flush()
+		}
 		logger.LogAttrs(r.Context(), slog.LevelInfo, "http",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.Int("status", rec.code), slog.Duration("duration", time.Since(start)),

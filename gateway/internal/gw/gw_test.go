@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -78,13 +82,18 @@ func (f *fakeEvents) Watch(_ *policyv1.WatchRequest, s grpc.ServerStreamingServe
 func (f *fakeEvents) GetOperatorSettings(ctx context.Context, _ *policyv1.GetOperatorSettingsRequest) (*policyv1.GetOperatorSettingsResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.md <- md
-	return nil, f.err
+	return &policyv1.GetOperatorSettingsResponse{}, f.err
 }
 
 func startUpstream(t *testing.T, f *fakeEvents) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	return serveUpstream(t, f, lis)
+}
+
+func serveUpstream(t *testing.T, f *fakeEvents, lis net.Listener) string {
+	t.Helper()
 	s := grpc.NewServer()
 	policyv1.RegisterEventServiceServer(s, f)
 	policyv1.RegisterSettingsServiceServer(s, f)
@@ -193,4 +202,134 @@ func TestTraceContextFollowsTheCall(t *testing.T) {
 	md := <-f.md
 	require.Len(t, md.Get("traceparent"), 1)
 	require.Contains(t, md.Get("traceparent")[0], traceID, "the caller's trace id reaches the service")
+}
+
+// blockedWriter holds every write until release is closed.
+type blockedWriter struct {
+	release chan struct{}
+	lines   chan string
+}
+
+func (b *blockedWriter) Write(p []byte) (int, error) {
+	<-b.release
+	b.lines <- string(p)
+	return len(p), nil
+}
+
+// TestAnswerSentBeforeItsLogLine: a unary answer reaches the client while the gateway's log
+// line for it is still being written (the write is held here), so a slow log costs the
+// client nothing; the line is written all the same.
+func TestAnswerSentBeforeItsLogLine(t *testing.T) {
+	f := &fakeEvents{md: make(chan metadata.MD, 1)}
+	addr := startUpstream(t, f)
+	w := &blockedWriter{release: make(chan struct{}), lines: make(chan string, 1)}
+	g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: addr}, gateway.OpenAPI,
+		slog.New(slog.NewJSONHandler(w, nil)))
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	srv := httptest.NewServer(Server("", g, DefaultLimits()).Handler)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-w.release:
+		default:
+			close(w.release)
+		}
+	})
+
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(srv.URL + "/v1/workspaces/w/operator-settings")
+	require.NoError(t, err, "the answer waited for the log line")
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err, "the answer waited for the log line")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.JSONEq(t, "{}", string(body))
+	require.Empty(t, resp.TransferEncoding, "a unary answer states its length, it is not chunked")
+
+	close(w.release)
+	select {
+	case line := <-w.lines:
+		require.Contains(t, line, `"status":200`)
+		require.Contains(t, line, `"path":"/v1/workspaces/w/operator-settings"`)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no log line written")
+	}
+}
+
+// pingCounter counts the PING frames (not their acknowledgements) a client sends on the
+// connections of a listener.
+type pingCounter struct {
+	net.Listener
+	pings atomic.Int64
+}
+
+func (l *pingCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(pr, preface); err != nil {
+			return
+		}
+		fr := http2.NewFramer(nil, pr)
+		fr.SetMaxReadFrameSize(1 << 24)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				_ = pr.CloseWithError(err)
+				return
+			}
+			if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+				l.pings.Add(1)
+			}
+		}
+	}()
+	return &teeConn{Conn: c, w: pw}, nil
+}
+
+type teeConn struct {
+	net.Conn
+	w *io.PipeWriter
+}
+
+func (c *teeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		_, _ = c.w.Write(p[:n])
+	}
+	if err != nil {
+		_ = c.w.CloseWithError(err)
+	}
+	return n, err
+}
+
+// TestNoPingPerAnswer: the gateway's upstream connections have fixed flow-control windows, so
+// they do not follow each answer with a bandwidth-estimation PING (a write for the gateway
+// and a read and an acknowledgement for the service, on every call).
+func TestNoPingPerAnswer(t *testing.T) {
+	f := &fakeEvents{md: make(chan metadata.MD, 1)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	counter := &pingCounter{Listener: lis}
+	addr := serveUpstream(t, f, counter)
+	g, err := New(context.Background(), Upstreams{Policy: addr, Roleset: addr, Billing: addr}, gateway.OpenAPI, nil)
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	const calls = 20
+	for range calls {
+		resp, err := http.Get(srv.URL + "/v1/workspaces/w/operator-settings")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		<-f.md
+		time.Sleep(5 * time.Millisecond) // let a PING, if any, follow the answer
+	}
+	require.Zero(t, counter.pings.Load(), "PINGs from the gateway over %d calls", calls)
 }

@@ -23,7 +23,7 @@ func TestCallIsSharedWithOuterLayers(t *testing.T) {
 
 func TestOutsideACall(t *testing.T) {
 	ctx := context.Background()
-	assert.Equal(t, "", reqctx.RequestID(ctx))
+	assert.Empty(t, reqctx.RequestID(ctx))
 	reqctx.Annotate(ctx, slog.String("k", "v")) // no-op, no panic
 	assert.Nil(t, reqctx.FromContext(ctx).Attrs())
 	assert.Equal(t, "r2", reqctx.RequestID(reqctx.WithRequestID(ctx, "r2")))

@@ -99,7 +99,9 @@ func Run(t *testing.T, reg *validate.Registry, sds []grpc.ServiceDesc, bases []p
 	for _, sd := range sds {
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(sd.ServiceName))
 		require.NoError(t, err)
-		methods := d.(protoreflect.ServiceDescriptor).Methods()
+		svc, ok := d.(protoreflect.ServiceDescriptor)
+		require.True(t, ok, "%s is not a service", sd.ServiceName)
+		methods := svc.Methods()
 		for i := range methods.Len() {
 			for _, fd := range mappedFields(methods.Get(i).Input(), map[protoreflect.FullName]bool{}) {
 				full := string(fd.FullName())

@@ -1,5 +1,5 @@
 // Command billing serves the billing gRPC API (seat usage, cap, checks, reports) and keeps its
-// projection of policy's members current.
+// projection of policy's members current (serve), or migrates its database (migrate).
 package main
 
 import (

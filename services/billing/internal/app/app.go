@@ -36,6 +36,14 @@ type Config struct {
 	// FreshnessBound is how long a seat check waits for the projection to reach the
 	// caller's stream position before answering Unavailable (PROJECTION_BEHIND).
 	FreshnessBound time.Duration
+	// Hooks are set by tests, never by flags.
+	Hooks Hooks
+}
+
+// Commands are billing's subcommands: serve and migrate (pkg/server's lifecycle).
+func Commands() []cli.Command {
+	return server.Commands("billing", "serve the billing gRPC API and follow policy's stream",
+		func() server.Service { return new(Config) }, Migrate)
 }
 
 // RegisterFlags defines billing's flags on fs.
@@ -63,50 +71,55 @@ func (c *Config) Weights() (seats.Weights, error) {
 
 // Hooks let tests observe a running server.
 type Hooks struct {
-	// Flags are logged at start (pkg/server.Options.Flags).
-	Flags    *flag.FlagSet
 	OnListen func(grpcAddr, metricsAddr string)
 	// DialPolicy replaces server.Dial for policy (tests pointing at a stand-in).
 	DialPolicy func(ctx context.Context) (grpc.ClientConnInterface, error)
 }
 
-// Serve runs billing until ctx ends.
+// Serve runs billing with hooks until ctx ends (tests).
 func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
+	cfg.Hooks = hooks
+	return server.Serve(ctx, &cfg)
+}
+
+// Complete validates the configuration, opens the database pool and dials policy, then builds
+// the service.
+func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Runner, error) {
 	w, err := cfg.Weights()
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return nil, cli.Usagef("%v", err)
 	}
 	if cfg.DatabaseURL == "" {
-		return cli.Usagef("--database-url is required")
+		return nil, cli.Usagef("--database-url is required")
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL.Reveal())
 	if err != nil {
-		return cli.Usagef("--database-url: %v", err)
+		return nil, cli.Usagef("--database-url: %v", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return fmt.Errorf("billing: open database: %w", err)
+		return nil, fmt.Errorf("billing: open database: %w", err)
 	}
-	defer pool.Close()
+	cl.Push(pool.Close)
 
 	var policy grpc.ClientConnInterface
-	if hooks.DialPolicy != nil {
-		policy, err = hooks.DialPolicy(ctx)
+	if cfg.Hooks.DialPolicy != nil {
+		policy, err = cfg.Hooks.DialPolicy(ctx)
 	} else {
 		var cc *grpc.ClientConn
 		cc, err = server.Dial(ctx, cfg.PolicyAddr, cfg.ServiceToken.Reveal())
 		if cc != nil {
-			defer cc.Close()
+			cl.Push(func() { _ = cc.Close() })
 		}
 		policy = cc
 	}
 	if err != nil {
-		return fmt.Errorf("billing: dial policy: %w", err)
+		return nil, fmt.Errorf("billing: dial policy: %w", err)
 	}
 
 	logger, err := server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return nil, cli.Usagef("%v", err)
 	}
 	logger = logger.With("service", "billing")
 	st := store.New(pool, w)
@@ -120,7 +133,7 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 	tokens := policyclient.New(policy, policyclient.Options{Logger: logger})
 	expected, err := migrate.Expected(migrations.FS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	reg := server.NewRegistry()
@@ -132,27 +145,28 @@ func Serve(ctx context.Context, cfg Config, hooks Hooks) error {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_token_cache_entries",
 		Help: "Policy-issued tokens (user, job) whose identity this process has cached."},
 		func() float64 { return float64(tokens.Len()) }))
-	return server.Run(ctx, cfg.Config, server.Options{
-		Flags:    hooks.Flags,
-		Registry: reg,
-		Pool:     pool,
-		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
-			cur, err := migrate.Current(ctx, pool)
-			return cur, expected, err
-		},
-		Authenticator: auth.Chain{
-			auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
-			tokens,
-		},
-		Validator: Validators(),
-		Register: func(s *grpc.Server) {
-			billingv1.RegisterBillingServiceServer(s, api.New(st, consumer, cfg.FreshnessBound))
-			billingv1.RegisterEventServiceServer(s, &events{stream: own})
-		},
-		Background: []func(context.Context) error{own.Run, consumer.Run, tokens.Run},
-		OnListen:   hooks.OnListen,
-		Logger:     logger,
-	})
+	return func(ctx context.Context) error {
+		return server.Run(ctx, cfg.Config, server.Options{
+			Registry: reg,
+			Pool:     pool,
+			SchemaVersion: func(ctx context.Context) (int64, int64, error) {
+				cur, err := migrate.Current(ctx, pool)
+				return cur, expected, err
+			},
+			Authenticator: auth.Chain{
+				auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+				tokens,
+			},
+			Validator: Validators(),
+			Register: func(s *grpc.Server) {
+				billingv1.RegisterBillingServiceServer(s, api.New(st, consumer, cfg.FreshnessBound))
+				billingv1.RegisterEventServiceServer(s, &events{stream: own})
+			},
+			Background: []func(context.Context) error{own.Run, consumer.Run, tokens.Run},
+			OnListen:   cfg.Hooks.OnListen,
+			Logger:     logger,
+		})
+	}, nil
 }
 
 // Validators is the one validator of every request billing serves.
@@ -175,12 +189,7 @@ type events struct {
 func (e *events) Watch(req *billingv1.WatchRequest, srv grpc.ServerStreamingServer[billingv1.WatchResponse]) error {
 	// The same readers as the usage RPCs: without this check any authenticated caller, user
 	// and job tokens included, could follow the cap changes.
-	if err := api.Allow(srv.Context(), api.Readers...); err != nil {
-		return err
-	}
-	return e.stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(ev *stream.Event, head int64) error {
-		return srv.Send(&billingv1.WatchResponse{Event: stream.ToProto(ev), HeadId: head})
-	})
+	return stream.ServeWatch(e.stream, req, srv, func(ctx context.Context) error { return api.Allow(ctx, api.Readers...) })
 }
 
 // Migrate applies billing's migrations.

@@ -79,7 +79,14 @@ func startPair(t *testing.T) *pair {
 		}, app.Hooks{})
 	}()
 	var once sync.Once
-	stopBilling := func() { once.Do(func() { cancelBilling(); <-done }) }
+	stopBilling := func() {
+		once.Do(func() {
+			cancelBilling()
+			if err := <-done; err != nil {
+				t.Logf("billing stopped: %v", err)
+			}
+		})
+	}
 	t.Cleanup(stopBilling)
 
 	pcc, err := server.Dial(ctx, policyAddr, adminToken)

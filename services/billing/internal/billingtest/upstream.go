@@ -197,13 +197,13 @@ type workspaces struct {
 var roles = map[string]policyv1.Role{"admin": policyv1.Role_ROLE_ADMIN, "developer": policyv1.Role_ROLE_DEVELOPER, "operator": policyv1.Role_ROLE_OPERATOR}
 
 func (w *workspaces) GetMembershipSnapshot(ctx context.Context, _ *policyv1.GetMembershipSnapshotRequest) (*policyv1.GetMembershipSnapshotResponse, error) {
-	resp := &policyv1.GetMembershipSnapshotResponse{}
-	err := pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		head, err := stream.Head(ctx, tx)
-		if err != nil {
-			return err
-		}
-		resp.StreamPosition = head
+	// The head first, then the snapshot (as policy's store does: stream.Head's contract).
+	head, err := stream.Head(ctx, w.pool)
+	if err != nil {
+		return nil, err
+	}
+	resp := &policyv1.GetMembershipSnapshotResponse{StreamPosition: head}
+	err = pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT workspace_id, username, email, role, disabled FROM member`)
 		if err != nil {
 			return err

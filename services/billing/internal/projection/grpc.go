@@ -83,6 +83,7 @@ func roleFromProto(r policyv1.Role) (seats.Role, error) {
 		return seats.RoleDeveloper, nil
 	case policyv1.Role_ROLE_OPERATOR:
 		return seats.RoleOperator, nil
+	default:
+		return "", fmt.Errorf("unknown role %v", r)
 	}
-	return "", fmt.Errorf("unknown role %v", r)
 }

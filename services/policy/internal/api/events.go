@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
 )
@@ -11,10 +13,8 @@ type eventServer struct {
 }
 
 func (s *eventServer) Watch(req *policyv1.WatchRequest, srv policyv1.EventService_WatchServer) error {
-	if _, err := s.h.authorize(srv.Context(), ""); err != nil {
+	return stream.ServeWatch(s.h.Stream, req, srv, func(ctx context.Context) error {
+		_, err := s.h.authorize(ctx, "")
 		return err
-	}
-	return s.h.Stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(e *stream.Event, head int64) error {
-		return srv.Send(&policyv1.WatchResponse{Event: stream.ToProto(e), HeadId: head})
 	})
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/millwright/millwright/pkg/auth"
+	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/stream"
@@ -23,6 +25,53 @@ import (
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/migrations"
 )
+
+// Config is policy's configuration: the common server flags, where billing is, and the
+// service's knobs (Options, which also holds the hooks tests set).
+type Config struct {
+	server.Config
+	Billing BillingConfig
+	Options
+}
+
+// Commands are policy's subcommands: serve and migrate (pkg/server's lifecycle).
+func Commands() []cli.Command {
+	return server.Commands("policy", "serve the policy gRPC API",
+		func() server.Service { return new(Config) }, Migrate)
+}
+
+// RegisterFlags defines policy's flags on fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Config.RegisterFlags(fs, server.Config{Name: "policy", GRPCAddr: ":50051", MetricsAddr: ":9091"})
+	RegisterBillingFlags(fs, &c.Billing) // seat check wiring: seats.go
+	RegisterRetentionFlags(fs, &c.Retention)
+	fs.Int64Var(&c.CheckBytesInFlight, "check-bytes-in-flight", api.DefaultCheckBytesInFlight,
+		"builder checks running at once, in bytes of documents (each weighted by its size + 64 KiB); beyond it a check queues")
+	fs.DurationVar(&c.CheckQueueWait, "check-queue-wait", 2*time.Second,
+		"how long a builder check queues for room before ResourceExhausted OVERLOADED")
+}
+
+// Complete validates the configuration and dials billing (the seat checker), then builds the
+// service.
+func (c *Config) Complete(ctx context.Context, cl *server.Closers) (server.Runner, error) {
+	seats, closeBilling, err := DialBilling(ctx, c.Billing, c.ServiceToken.Reveal())
+	if errors.Is(err, ErrNoBillingAddr) {
+		return nil, cli.Usagef("%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cl.Push(func() { _ = closeBilling.Close() })
+	if c.Billing.None {
+		slog.Warn("running without billing (--no-billing): builder rights and member writes are not priced, no seat cap is enforced")
+	}
+	if c.CheckBytesInFlight <= 0 || c.CheckQueueWait <= 0 {
+		return nil, cli.Usagef("--check-bytes-in-flight and --check-queue-wait must be positive")
+	}
+	o := c.Options
+	o.SeatChecker = seats
+	return start(ctx, c.Config, o, cl)
+}
 
 // Options are the service's knobs beyond server.Config.
 type Options struct {
@@ -46,8 +95,6 @@ type Options struct {
 	CheckQueueWait     time.Duration
 	// Stream tunes the listener.
 	Stream stream.Options
-	// Flags are logged at start (pkg/server.Options.Flags).
-	Flags *flag.FlagSet
 	// OnListen and Logger are passed to pkg/server.
 	OnListen func(grpcAddr, metricsAddr string)
 	Logger   *slog.Logger
@@ -72,11 +119,20 @@ type Parts struct {
 // replicas and the other services fit in max_connections = 100.
 const defaultMaxConns = 24
 
-// Run serves the policy service until ctx ends.
+// Run serves the policy service until ctx ends, with o as given (zero knobs take their
+// defaults, o.SeatChecker as is): tests and embedders that wire their own seat checker.
 func Run(ctx context.Context, cfg server.Config, o Options) error {
+	return server.Serve(ctx, server.CompleteFunc(func(ctx context.Context, cl *server.Closers) (server.Runner, error) {
+		return start(ctx, cfg, o, cl)
+	}))
+}
+
+// start opens the database pool and builds the service's parts; what it acquires is released
+// through cl.
+func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers) (server.Runner, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL.Reveal())
 	if err != nil {
-		return fmt.Errorf("policy: database: %w", err)
+		return nil, fmt.Errorf("policy: database: %w", err)
 	}
 	// pgx prepares and caches every statement; after five executions Postgres may switch a
 	// prepared statement to a generic plan, and for the catalog's RLS-filtered array joins
@@ -98,15 +154,15 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return fmt.Errorf("policy: database: %w", err)
+		return nil, fmt.Errorf("policy: database: %w", err)
 	}
-	defer pool.Close()
+	cl.Push(pool.Close)
 
 	st := stream.New(pool, o.Stream)
 	db := store.New(pool)
 	maint := maintainer(db, o)
 	if err := maint.Check(); err != nil {
-		return err
+		return nil, err
 	}
 	ready := func() bool {
 		select {
@@ -125,48 +181,49 @@ func Run(ctx context.Context, cfg server.Config, o Options) error {
 		set.OnEvent(e)
 		local.OnEvent(e)
 	})
-	defer unsub()
+	cl.Push(unsub)
 	if o.OnReady != nil {
 		o.OnReady(&Parts{Store: db, Stream: st, Settings: set, Authn: local, Maintainer: maint})
 	}
 
 	expected, err := migrate.Expected(migrations.FS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reg := server.NewRegistry()
 	reg.MustRegister(st.Collectors("policy")...)
 	reg.MustRegister(server.CacheCollectors("builder_flags", set.CacheStats)...)
 	reg.MustRegister(server.CacheCollectors("tokens", local.CacheStats)...)
 	reg.MustRegister(maint.Collectors()...)
-	return server.Run(ctx, cfg, server.Options{
-		Flags:    o.Flags,
-		Registry: reg,
-		Pool:     pool,
-		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
-			cur, err := migrate.Current(ctx, pool)
-			if err != nil {
-				return 0, expected, err
-			}
-			// Caches are only honest once the stream listener delivers: not SERVING before.
-			if !ready() {
-				return cur, expected, fmt.Errorf("policy: stream listener not connected yet")
-			}
-			return cur, expected, nil
-		},
-		Authenticator: auth.Chain{
-			auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
-			local,
-		},
-		Validator: api.Validators(),
-		Register: func(gs *grpc.Server) {
-			api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL,
-				CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait})
-		},
-		Background: []func(context.Context) error{st.Run, maint.Run},
-		OnListen:   o.OnListen,
-		Logger:     o.Logger,
-	})
+	return func(ctx context.Context) error {
+		return server.Run(ctx, cfg, server.Options{
+			Registry: reg,
+			Pool:     pool,
+			SchemaVersion: func(ctx context.Context) (int64, int64, error) {
+				cur, err := migrate.Current(ctx, pool)
+				if err != nil {
+					return 0, expected, err
+				}
+				// Caches are only honest once the stream listener delivers: not SERVING before.
+				if !ready() {
+					return cur, expected, fmt.Errorf("policy: stream listener not connected yet")
+				}
+				return cur, expected, nil
+			},
+			Authenticator: auth.Chain{
+				auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+				local,
+			},
+			Validator: api.Validators(),
+			Register: func(gs *grpc.Server) {
+				api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL,
+					CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait})
+			},
+			Background: []func(context.Context) error{st.Run, maint.Run},
+			OnListen:   o.OnListen,
+			Logger:     o.Logger,
+		})
+	}, nil
 }
 
 // maintainer fills in the defaults of the retention loop.

@@ -120,16 +120,17 @@ func authenticate(ctx context.Context, q rowQuerier, digest []byte, lock bool) (
 	return t, nil
 }
 
-// AuthenticateAt is Authenticate plus the stream head read in the same snapshot, for remote
-// caches: every change to this token after the returned position is an event after it.
+// AuthenticateAt is Authenticate plus a stream position for remote caches: the head is read
+// first, then the token in a snapshot taken after it, so every change to this token after the
+// returned position is an event after it (one already reflected may come again).
 func (s *Store) AuthenticateAt(ctx context.Context, digest []byte) (TokenIdentity, int64, error) {
+	head, err := stream.Head(ctx, s.pool)
+	if err != nil {
+		return TokenIdentity{}, 0, err
+	}
 	var t TokenIdentity
-	var head int64
-	err := s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
 		var err error
-		if head, err = stream.Head(ctx, tx); err != nil {
-			return err
-		}
 		t, err = authenticate(ctx, tx, digest, false)
 		return err
 	})

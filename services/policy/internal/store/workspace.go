@@ -339,19 +339,17 @@ type Snapshot struct {
 	Position   int64
 }
 
-// MembershipSnapshot reads members, builder flags and the stream head in one REPEATABLE READ
-// snapshot: every event with an id <= Position is reflected, none after it.
+// MembershipSnapshot reads members and builder flags in one REPEATABLE READ snapshot taken
+// after the stream head Position was read: every event with an id <= Position is reflected;
+// some after it may be too (a consumer applies them again, idempotently).
 func (s *Store) MembershipSnapshot(ctx context.Context) (Snapshot, error) {
+	h, err := stream.Head(ctx, s.pool)
+	if err != nil {
+		return Snapshot{}, err
+	}
 	var snap Snapshot
-	err := s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
-		snap = Snapshot{}
-		// The first statement fixes the snapshot; reading the head first means nothing
-		// committed after it can be in the rows.
-		h, err := stream.Head(ctx, tx)
-		if err != nil {
-			return err
-		}
-		snap.Position = h
+	err = s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
+		snap = Snapshot{Position: h}
 		rows, err := tx.Query(ctx, `SELECT workspace_id, username, email, role, disabled FROM member ORDER BY workspace_id, username`)
 		if err != nil {
 			return err

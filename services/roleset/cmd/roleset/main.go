@@ -6,8 +6,4 @@ import (
 	"github.com/millwright/millwright/services/roleset/internal/app"
 )
 
-func main() {
-	cli.Main("roleset",
-		cli.Command{Name: "serve", Usage: "serve gRPC", Run: app.Serve},
-		cli.Command{Name: "migrate", Usage: "apply the database migrations", Run: app.Migrate})
-}
+func main() { cli.Main("roleset", app.Commands()...) }

@@ -434,13 +434,5 @@ func (h *Server) ExplainConnection(ctx context.Context, req *rolesetv1.ExplainCo
 
 // Watch implements EventService.
 func (h *Server) Watch(req *rolesetv1.WatchRequest, srv rolesetv1.EventService_WatchServer) error {
-	if err := requireAdmin(srv.Context()); err != nil {
-		return err
-	}
-	if h.Stream == nil {
-		return errs.Unavailable("stream", "stream not running")
-	}
-	return h.Stream.Watch(srv.Context(), req.GetAfterId(), req.GetKinds(), func(e *stream.Event, head int64) error {
-		return srv.Send(&rolesetv1.WatchResponse{Event: stream.ToProto(e), HeadId: head})
-	})
+	return stream.ServeWatch(h.Stream, req, srv, requireAdmin)
 }

@@ -26,9 +26,9 @@ import (
 	"github.com/millwright/millwright/services/roleset/migrations"
 )
 
-// Config is the service's configuration.
+// Config is roleset's configuration: the common server flags plus its own.
 type Config struct {
-	Server        server.Config
+	server.Config
 	InstanceID    string
 	EncryptionKey server.Secret
 	PolicyAddr    string
@@ -37,9 +37,15 @@ type Config struct {
 	CacheTTL      time.Duration
 }
 
-// Flags registers the flags.
-func (c *Config) Flags(fs *flag.FlagSet) {
-	c.Server.RegisterFlags(fs, server.Config{Name: "roleset", GRPCAddr: ":50052", MetricsAddr: ":9092"})
+// Commands are roleset's subcommands: serve and migrate (pkg/server's lifecycle).
+func Commands() []cli.Command {
+	return server.Commands("roleset", "serve the roleset gRPC API and follow policy's stream",
+		func() server.Service { return new(Config) }, Migrate)
+}
+
+// RegisterFlags defines roleset's flags on fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Config.RegisterFlags(fs, server.Config{Name: "roleset", GRPCAddr: ":50052", MetricsAddr: ":9092"})
 	server.StringVar(fs, &c.InstanceID, "instance-id", "MILLWRIGHT_INSTANCE_ID", "", "this instance's id (hashed into every wm_set_ login name)")
 	server.SecretVar(fs, &c.EncryptionKey, "encryption-key", "MILLWRIGHT_ENCRYPTION_KEY", "", "AES-256 key ring: id:base64[,id:base64] (first encrypts)")
 	server.StringVar(fs, &c.PolicyAddr, "policy-addr", "MILLWRIGHT_POLICY_ADDR", "127.0.0.1:50051", "policy gRPC address")
@@ -48,36 +54,36 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	server.DurationVar(fs, &c.CacheTTL, "cache-ttl", "MILLWRIGHT_CACHE_TTL", 5*time.Minute, "upper bound on a cached answer's age (events drop them sooner)")
 }
 
-// Serve runs the service until ctx ends.
+// Serve is the serve subcommand: flags from args, then the service until ctx ends.
 func Serve(ctx context.Context, args []string) error {
-	var cfg Config
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfg.Flags(fs)
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return err
-	}
+	return server.ServeArgs(ctx, new(Config), args)
+}
+
+// Complete validates the configuration, opens the database pool and dials policy, then builds
+// the service.
+func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Runner, error) {
 	if cfg.InstanceID == "" {
-		return cli.Usagef("--instance-id is required")
+		return nil, cli.Usagef("--instance-id is required")
 	}
 	keys, err := secret.ParseKeyring(cfg.EncryptionKey.Reveal())
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return nil, cli.Usagef("%v", err)
 	}
-	pool, err := pgxpool.New(ctx, cfg.Server.DatabaseURL.Reveal())
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL.Reveal())
 	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return nil, fmt.Errorf("database: %w", err)
 	}
-	defer pool.Close()
+	cl.Push(pool.Close)
 	own := stream.New(pool, stream.Options{})
-	cc, err := server.Dial(ctx, cfg.PolicyAddr, cfg.Server.ServiceToken.Reveal())
+	cc, err := server.Dial(ctx, cfg.PolicyAddr, cfg.ServiceToken.Reveal())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer cc.Close()
+	cl.Push(func() { _ = cc.Close() })
 	pol := policyid.New(cc)
-	logger, err := server.NewLogger(os.Stderr, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	logger, err := server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return nil, cli.Usagef("%v", err)
 	}
 	// Bearer tokens: the two config tokens first (they never need policy, so the operator and
 	// the platform keep working while policy is away), then policy's user and job tokens,
@@ -91,13 +97,13 @@ func Serve(ctx context.Context, args []string) error {
 	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
 	var sweeps SweepCounts
 	eng := core.New(core.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
-	defer eng.Close()
+	cl.Push(eng.Close)
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
 	h := &api.Server{Engine: eng, Stream: own}
 	expected, err := migrate.Expected(migrations.FS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reg := server.NewRegistry()
 	reg.MustRegister(own.Collectors("roleset")...)
@@ -105,28 +111,29 @@ func Serve(ctx context.Context, args []string) error {
 	reg.MustRegister(sweepCollectors(&sweeps)...)
 	reg.MustRegister(server.CacheCollectors("tokens", tokens.Stats)...)
 	reg.MustRegister(tokenCacheCollector("roleset", tokens))
-	return server.Run(ctx, cfg.Server, server.Options{
-		Flags:    fs,
-		Registry: reg,
-		Pool:     pool,
-		SchemaVersion: func(ctx context.Context) (int64, int64, error) {
-			cur, err := migrate.Current(ctx, pool)
-			return cur, expected, err
-		},
-		Authenticator: auth.Chain{
-			auth.Static{AdminToken: cfg.Server.AdminToken.Reveal(), ServiceToken: cfg.Server.ServiceToken.Reveal()},
-			tokens,
-		},
-		Public:    api.PublicMethods,
-		Validator: api.Validators(),
-		Register:  h.Register,
-		Background: []func(context.Context) error{
-			own.Run,
-			fol.Run,
-			tokens.Run,
-			func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default(), &sweeps) },
-		},
-	})
+	return func(ctx context.Context) error {
+		return server.Run(ctx, cfg.Config, server.Options{
+			Registry: reg,
+			Pool:     pool,
+			SchemaVersion: func(ctx context.Context) (int64, int64, error) {
+				cur, err := migrate.Current(ctx, pool)
+				return cur, expected, err
+			},
+			Authenticator: auth.Chain{
+				auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+				tokens,
+			},
+			Public:    api.PublicMethods,
+			Validator: api.Validators(),
+			Register:  h.Register,
+			Background: []func(context.Context) error{
+				own.Run,
+				fol.Run,
+				tokens.Run,
+				func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default(), &sweeps) },
+			},
+		})
+	}, nil
 }
 
 // tokenCacheCollector exports how many policy tokens the process has cached (what a revoke
@@ -180,17 +187,7 @@ func Monitor(ctx context.Context, eng *core.Engine, every time.Duration, log *sl
 	}
 }
 
-// Migrate applies the migrations.
-func Migrate(ctx context.Context, args []string) error {
-	var dsn server.DSN
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	server.DSNVar(fs, &dsn, "database-url", "DATABASE_URL", "", "PostgreSQL connection string")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	v, err := migrate.Up(ctx, dsn.Reveal(), migrations.FS)
-	if err == nil {
-		slog.Info("roleset: migrated", "version", v)
-	}
-	return err
+// Migrate applies the embedded migrations.
+func Migrate(ctx context.Context, dsn string) (int64, error) {
+	return migrate.Up(ctx, dsn, migrations.FS)
 }

@@ -1,6 +1,7 @@
 package dtref
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -275,7 +276,8 @@ func FromAgent(datatable, role string) (Ref, error) {
 
 func badRole(field, input string, pos int, err error) *Error {
 	detail := err.Error()
-	if re, ok := err.(*rolename.Error); ok {
+	re := &rolename.Error{}
+	if errors.As(err, &re) {
 		pos += re.Pos
 		detail = re.Detail + " (" + re.Rule + ")"
 	}
@@ -324,7 +326,7 @@ func checkName(field, input, name string, base int) *Error {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return fail(RuleBadName, field, input, base+i, "data-table name byte %q is not one of [A-Za-z0-9_-]", c)
 		}
 	}

@@ -231,8 +231,8 @@ func TestFromAgent(t *testing.T) {
 }
 
 func TestViewerSentinelIsNoRoleName(t *testing.T) {
-	assert.Error(t, rolename.Validate(ViewerSentinel))
-	assert.Error(t, rolename.ValidateSelectable(ViewerSentinel))
+	require.Error(t, rolename.Validate(ViewerSentinel))
+	require.Error(t, rolename.ValidateSelectable(ViewerSentinel))
 	_, err := Parse("datatable://main?role=" + ViewerSentinel)
 	assert.Error(t, err)
 }

@@ -52,8 +52,9 @@ func (c *Client) resolve(ctx context.Context, req *policyv1.ResolveTenancyReques
 		switch status.Code(err) {
 		case codes.NotFound, codes.PermissionDenied:
 			return tenancy.Identity{}, core.ErrNotMember
+		default:
+			return tenancy.Identity{}, err
 		}
-		return tenancy.Identity{}, err
 	}
 	return FromProto(resp), nil
 }

@@ -107,7 +107,7 @@ func TestValidateSelectable(t *testing.T) {
 				assert.NoError(t, err)
 			} else {
 				var re *Error
-				assert.True(t, errors.As(err, &re))
+				assert.ErrorAs(t, err, &re)
 			}
 		})
 	}

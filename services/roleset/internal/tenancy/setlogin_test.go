@@ -85,11 +85,11 @@ func TestSetLoginName(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		_, err := SetLoginName("inst-a", nil)
-		assert.ErrorIs(t, err, ErrNoOIDs)
+		require.ErrorIs(t, err, ErrNoOIDs)
 		_, err = SetLoginName("inst-a", []uint32{})
-		assert.ErrorIs(t, err, ErrNoOIDs)
+		require.ErrorIs(t, err, ErrNoOIDs)
 		_, err = SetLoginName("", []uint32{1})
-		assert.ErrorIs(t, err, ErrNoInstance)
+		require.ErrorIs(t, err, ErrNoInstance)
 		_, err = SetLoginName("inst-a", []uint32{5, 0})
 		assert.ErrorIs(t, err, ErrInvalidOID)
 	})
