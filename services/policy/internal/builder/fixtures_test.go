@@ -242,7 +242,9 @@ func assertNormalizedPolicy(t *testing.T, policy, normalized []byte, strip bool)
 	if strip {
 		if scopes, ok := out["frontend_sdk_scopes"].([]any); ok {
 			for _, s := range scopes {
-				assert.False(t, isSDKReadScope(s.(string)), "scope %v must be stripped", s)
+				str, ok := s.(string)
+				require.True(t, ok, "scope %v is not a string", s)
+				assert.False(t, isSDKReadScope(str), "scope %v must be stripped", s)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package builder
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func FuzzWalkFlow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		rep, err := WalkFlow(raw, Limits{})
 		if err != nil {
-			if _, ok := err.(*InputError); !ok {
+			if ie := (*InputError)(nil); !errors.As(err, &ie) {
 				t.Fatalf("error is %T, want *InputError: %v", err, err)
 			}
 			if len(rep.Violations)+len(rep.Runnables)+len(rep.Tags)+len(rep.Pins) != 0 {
@@ -94,7 +95,7 @@ func FuzzWalkApp(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value, policy []byte, strip bool) {
 		rep, err := WalkApp(value, policy, Limits{}, AppOptions{StripSDKReadScopes: strip})
 		if err != nil {
-			if _, ok := err.(*InputError); !ok {
+			if ie := (*InputError)(nil); !errors.As(err, &ie) {
 				t.Fatalf("error is %T, want *InputError: %v", err, err)
 			}
 			return
