@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -24,24 +22,10 @@ func TestPolicyAuthOverREST(t *testing.T) {
 
 	call := func(method, path, token string, body any) (int, map[string]any) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			require.NoError(t, err)
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequest(method, st.HTTP+path, rd)
-		require.NoError(t, err)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
+		code, raw := st.Do(t, method, path, token, body)
 		var out map[string]any
-		raw, _ := io.ReadAll(resp.Body)
 		_ = json.Unmarshal(raw, &out)
-		return resp.StatusCode, out
+		return code, out
 	}
 	reasonOf := func(body map[string]any) string {
 		details, _ := body["details"].([]any)

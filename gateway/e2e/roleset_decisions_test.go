@@ -9,13 +9,11 @@ package e2e
 // sent"); and Explain must agree with Resolve.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -194,7 +192,7 @@ func (s *rsStatus) info(t *testing.T) rsDetail {
 
 type rsClient struct {
 	conn *grpc.ClientConn
-	http string
+	st   *Stack
 }
 
 func (c *rsClient) ctx(token string) (context.Context, context.CancelFunc) {
@@ -204,18 +202,7 @@ func (c *rsClient) ctx(token string) (context.Context, context.CancelFunc) {
 
 func (c *rsClient) post(t *testing.T, route, token string, req proto.Message) (int, []byte) {
 	t.Helper()
-	body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(req)
-	require.NoError(t, err)
-	hr, err := http.NewRequest(http.MethodPost, c.http+route, bytes.NewReader(body))
-	require.NoError(t, err)
-	hr.Header.Set("Authorization", "Bearer "+token)
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, raw
+	return c.st.Do(t, http.MethodPost, route, token, req)
 }
 
 // rsRESTStatus reads a REST error body (grpc-gateway writes the google.rpc.Status as JSON).
@@ -306,16 +293,8 @@ func rsRecordRun(t *testing.T, st *Stack, service, origin, owner, credential str
 	if credential != "" {
 		body["credential"] = credential
 	}
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, st.HTTP+"/v1/workspaces/demo/runs", bytes.NewReader(b))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+service)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	code, raw := st.Do(t, http.MethodPost, "/v1/workspaces/demo/runs", service, body)
+	require.Equal(t, http.StatusOK, code, "%s", raw)
 	var out struct {
 		JobToken string `json:"job_token"`
 	}
@@ -361,7 +340,7 @@ func TestRolesetDecisions(t *testing.T) {
 	conn, err := grpc.NewClient(st.Roleset, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
-	c := &rsClient{conn: conn, http: st.HTTP}
+	c := &rsClient{conn: conn, st: st}
 
 	tokens := map[string]string{}
 	for name, r := range fx.Runs {

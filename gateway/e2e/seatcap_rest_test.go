@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -23,22 +21,10 @@ func TestSeatCapRefusalOverREST(t *testing.T) {
 	admin := st.AdminToken(t)
 	call := func(method, path string, body any) (int, map[string]any) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			require.NoError(t, err)
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequest(method, st.HTTP+path, rd)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+admin)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
+		code, raw := st.Do(t, method, path, admin, body)
 		var out map[string]any
-		raw, _ := io.ReadAll(resp.Body)
 		require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
-		return resp.StatusCode, out
+		return code, out
 	}
 	seats := func() int64 {
 		code, body := call("GET", "/v1/billing/seats", nil)

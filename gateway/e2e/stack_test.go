@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestLocalStack starts scripts/run.sh the way `make run` does, checks what the README promises
@@ -138,6 +141,39 @@ func (s *Stack) AdminToken(t testing.TB) string {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "admin-token"))
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))
+}
+
+// Do sends one request to the gateway and returns the HTTP status and body. A body that is
+// not nil is sent as JSON (protojson with proto field names for a message, as REST clients
+// write it; encoding/json otherwise); a token that is not empty is the bearer.
+func (s *Stack) Do(t *testing.T, method, path, token string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		var b []byte
+		var err error
+		if m, ok := body.(proto.Message); ok {
+			b, err = protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+		} else {
+			b, err = json.Marshal(body)
+		}
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.HTTP+path, rd)
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err, "%s %s", method, path)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, raw
 }
 
 // Token returns the content of a token file run.sh or the demo loader wrote (e.g. "job-alice").

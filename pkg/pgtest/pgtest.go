@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"strconv"
@@ -16,10 +17,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/millwright/millwright/pkg/migrate"
 )
 
 // Migrator prepares a template database (given its DSN).
 type Migrator func(ctx context.Context, dsn string) error
+
+// Migrations is the Migrator that applies the migrations in fsys with pkg/migrate, as the
+// services do at startup.
+func Migrations(fsys fs.FS) Migrator {
+	return func(ctx context.Context, dsn string) error {
+		_, err := migrate.Up(ctx, dsn, fsys)
+		return err
+	}
+}
 
 // server is the PostgreSQL this test binary uses: its own cluster, or TEST_DATABASE_URL's.
 type server struct {

@@ -1,5 +1,7 @@
-// Package servicetest holds what the tests of more than one service need to run the real thing
-// beside them: the real policy binary (its packages are internal to its module, so other
-// services' tests run it as a process, as in production), free loopback addresses, bearer
-// metadata, a sample read from /metrics and job ids.
+// Package servicetest is the one way a service's tests run the real policy beside them
+// (StartPolicy: build, migrate a fresh database, serve, wait for SERVING, stop at cleanup; its
+// packages are internal to its module, so other services run it as a process, as in
+// production), the accounts they test tokens with (Accounts: a workspace, user tokens, a job
+// token, the token table and the revocation subtests every service must pass), and small
+// helpers: free loopback addresses, bearer metadata, a sample read from /metrics and job ids.
 package servicetest

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
@@ -45,10 +44,7 @@ CREATE TABLE consumer (name text PRIMARY KEY, last_id bigint NOT NULL);
 CREATE TABLE applied (consumer text NOT NULL, event_id bigint NOT NULL, kind text NOT NULL);
 `
 
-func migrator(ctx context.Context, dsn string) error {
-	_, err := migrate.Up(ctx, dsn, fstest.MapFS{"00002_test.sql": {Data: []byte(testSQL)}})
-	return err
-}
+var migrator = pgtest.Migrations(fstest.MapFS{"00002_test.sql": {Data: []byte(testSQL)}})
 
 // newDB returns a fresh migrated database.
 func newDB(t testing.TB) string {

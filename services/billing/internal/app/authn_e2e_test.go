@@ -2,23 +2,16 @@ package app_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/millwright/millwright/pkg/errs"
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
-	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/billing/internal/app"
@@ -36,34 +29,16 @@ func TestTokensThroughPolicy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
 	}
-	bin := servicetest.BuildPolicy(t)
 	ctx := context.Background()
-	policyDSN := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
-		// Secrets in the environment, never on a command line (ps shows those to every user).
-		mig := exec.CommandContext(ctx, bin, "migrate")
-		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
-		out, err := mig.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("policy migrate: %w: %s", err, out)
-		}
-		return nil
-	})
-	policyAddr := servicetest.FreeAddr(t)
-	pctx, stopPolicy := context.WithCancel(ctx)
-	// --no-billing: member writes are not priced here, this test is about tokens.
-	cmd := exec.CommandContext(pctx, bin, "serve", "--grpc-addr", policyAddr, "--metrics-addr", "",
-		"--no-billing", "--log-level", "error")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+policyDSN,
-		"MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stopPolicy(); _ = cmd.Wait() })
+	// Unpriced: member writes are not priced here, this test is about tokens.
+	popts := servicetest.PolicyOptions{AdminToken: adminToken, ServiceToken: serviceToken}
+	policy := servicetest.StartPolicy(t, popts)
 
 	cfg := app.Config{
 		Config: server.Config{Name: "billing", GRPCAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
 			DatabaseURL: server.DSN(billingtest.NewDB(t)), LogLevel: "error", LogFormat: "text",
 			ShutdownTimeout: time.Second, AdminToken: adminToken, ServiceToken: serviceToken},
-		PolicyAddr: policyAddr, AuthorWeight: "1", OperatorWeight: "0.5", FreshnessBound: 5 * time.Second,
+		PolicyAddr: policy.Addr, AuthorWeight: "1", OperatorWeight: "0.5", FreshnessBound: 5 * time.Second,
 	}
 	bctx, cancel := context.WithCancel(ctx)
 	addrs := make(chan [2]string, 1)
@@ -83,37 +58,12 @@ func TestTokensThroughPolicy(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 
-	pcc, err := server.Dial(ctx, policyAddr, adminToken)
-	require.NoError(t, err)
-	t.Cleanup(func() { pcc.Close() })
-	scc, err := server.Dial(ctx, policyAddr, serviceToken) // the platform's
-	require.NoError(t, err)
-	t.Cleanup(func() { scc.Close() })
-	ws, tokens, runs := policyv1.NewWorkspaceServiceClient(pcc), policyv1.NewTokenServiceClient(pcc), policyv1.NewRunServiceClient(scc)
 	bcc, err := server.Dial(ctx, billingAddr, "") // tokens per call
 	require.NoError(t, err)
 	t.Cleanup(func() { bcc.Close() })
 	bill, events := billingv1.NewBillingServiceClient(bcc), billingv1.NewEventServiceClient(bcc)
 
-	require.Eventually(t, func() bool {
-		_, err := ws.CreateWorkspace(ctx, &policyv1.CreateWorkspaceRequest{Workspace: "acme", Name: "Acme",
-			AdminEmail: "boss@acme.test", AdminUsername: "boss"})
-		return err == nil
-	}, 30*time.Second, 50*time.Millisecond, "policy did not come up")
-	_, err = ws.UpsertMember(ctx, &policyv1.UpsertMemberRequest{Workspace: "acme", Username: "dev",
-		Email: "dev@acme.test", Role: policyv1.Role_ROLE_DEVELOPER})
-	require.NoError(t, err)
-	newToken := func(user string) *policyv1.CreateTokenResponse {
-		resp, err := tokens.CreateToken(ctx, &policyv1.CreateTokenRequest{Workspace: "acme", Username: user,
-			ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
-		require.NoError(t, err)
-		return resp
-	}
-	devTok, bossTok := newToken("dev"), newToken("boss")
-	rec, err := runs.RecordRun(ctx, &policyv1.RecordRunRequest{Workspace: "acme", JobId: servicetest.NewUUID(),
-		PermissionedAs: "u/dev", Origin: policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE})
-	require.NoError(t, err)
-	jobTok := rec.GetJobToken()
+	acme := policy.Accounts(t, popts)
 
 	setCap := func(token string) error {
 		_, err := bill.SetSeatCap(servicetest.Bearer(token), &billingv1.SetSeatCapRequest{Seats: 0})
@@ -154,31 +104,24 @@ func TestTokensThroughPolicy(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "billing did not come up")
 
 	t.Run("who gets what", func(t *testing.T) {
-		cases := []struct {
-			name, token   string
-			read, cap     codes.Code
-			kind, capRule string // of a ROLE_NOT_ALLOWED refusal
-		}{
-			{"superadmin token", adminToken, codes.OK, codes.OK, "", ""},
-			{"service token", serviceToken, codes.OK, codes.PermissionDenied, "service", "superadmin"},
-			{"no token", "", codes.Unauthenticated, codes.Unauthenticated, "", ""},
-			{"garbage", "garbage", codes.Unauthenticated, codes.Unauthenticated, "", ""},
-			{"malformed user token", "mwu_short", codes.Unauthenticated, codes.Unauthenticated, "", ""},
-			{"unknown user token", "mwu_" + strings.Repeat("A", 43), codes.Unauthenticated, codes.Unauthenticated, "", ""},
-			{"unknown job token", "mwj_" + strings.Repeat("A", 43), codes.Unauthenticated, codes.Unauthenticated, "", ""},
-			{"a developer's user token", devTok.GetToken(), codes.PermissionDenied, codes.PermissionDenied, "user", "superadmin"},
-			{"a workspace admin's user token", bossTok.GetToken(), codes.PermissionDenied, codes.PermissionDenied, "user", "superadmin"},
-			{"a job token", jobTok, codes.PermissionDenied, codes.PermissionDenied, "job", "superadmin"},
+		// The reads are the superadmin's and the platform's; SetSeatCap the superadmin's alone.
+		type want struct{ read, cap codes.Code }
+		wants := map[servicetest.Kind]want{
+			servicetest.KindSuperadmin: {codes.OK, codes.OK},
+			servicetest.KindService:    {codes.OK, codes.PermissionDenied},
+			servicetest.KindNone:       {codes.Unauthenticated, codes.Unauthenticated},
+			servicetest.KindUser:       {codes.PermissionDenied, codes.PermissionDenied},
+			servicetest.KindJob:        {codes.PermissionDenied, codes.PermissionDenied},
 		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
+		for _, tc := range acme.TokenCases(adminToken, serviceToken) {
+			t.Run(tc.Name, func(t *testing.T) {
 				check := func(name string, err error, want codes.Code, rule string) {
 					require.Equal(t, want, status.Code(err), "%s: %v", name, err)
 					reason, _ := errs.Reason(err)
 					switch want {
 					case codes.PermissionDenied:
 						require.Equal(t, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED, reason, name)
-						require.Equal(t, map[string]string{"kind": tc.kind, "allowed": rule}, errs.Infos(err)[0].GetMetadata(), name)
+						require.Equal(t, map[string]string{"kind": string(tc.Kind), "allowed": rule}, errs.Infos(err)[0].GetMetadata(), name)
 					case codes.Unauthenticated:
 						require.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, reason, name)
 					case codes.OK: // the code above is the whole expectation
@@ -187,43 +130,18 @@ func TestTokensThroughPolicy(t *testing.T) {
 					}
 				}
 				for name, call := range reads {
-					check(name, call(tc.token), tc.read, "superadmin,service")
+					check(name, call(tc.Token), wants[tc.Kind].read, "superadmin,service")
 				}
-				check("SetSeatCap", setCap(tc.token), tc.cap, tc.capRule)
+				check("SetSeatCap", setCap(tc.Token), wants[tc.Kind].cap, "superadmin")
 			})
 		}
 	})
 
-	cached := func(t *testing.T, token string) {
-		t.Helper()
-		servicetest.WaitTokenCached(t, metricsAddr, "millwright_billing_token_cache_entries",
-			func() bool { return status.Code(setCap(token)) == codes.PermissionDenied })
-	}
-	refusedWithin := func(t *testing.T, token string) {
-		t.Helper()
-		servicetest.RefusedWithin(t, func() bool { return status.Code(setCap(token)) == codes.Unauthenticated })
-	}
-
-	t.Run("a revoked user token is Unauthenticated within a bounded wait", func(t *testing.T) {
-		cached(t, devTok.GetToken())
-		_, err := tokens.RevokeToken(ctx, &policyv1.RevokeTokenRequest{Workspace: "acme", TokenId: devTok.GetTokenId()})
-		require.NoError(t, err)
-		refusedWithin(t, devTok.GetToken())
-		require.Equal(t, codes.PermissionDenied, status.Code(setCap(bossTok.GetToken())), "other tokens are unaffected")
-		require.NoError(t, setCap(adminToken))
-	})
-
-	t.Run("a finished run's job token is Unauthenticated within a bounded wait", func(t *testing.T) {
-		cached(t, jobTok)
-		_, err := runs.FinishRun(ctx, &policyv1.FinishRunRequest{Workspace: "acme", JobId: rec.GetRun().GetJobId()})
-		require.NoError(t, err)
-		refusedWithin(t, jobTok)
-	})
+	acme.RevocationReaches(t, metricsAddr, "millwright_billing_token_cache_entries", adminToken, setCap)
 
 	t.Run("the config tokens do not need policy", func(t *testing.T) {
-		unseen := newToken("boss") // never presented to billing, so not cached
-		stopPolicy()
-		_ = cmd.Wait()
+		unseen := acme.NewToken(t, "boss") // never presented to billing, so not cached
+		policy.Stop()
 		require.NoError(t, setCap(adminToken))
 		require.NoError(t, reads["GetSeatUsage"](serviceToken))
 		// A policy token cannot be decided now: a failure to decide (which clients retry),

@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,6 @@ import (
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/billing/internal/app"
@@ -41,28 +38,11 @@ func startPair(t *testing.T) *pair {
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
 	}
-	bin := servicetest.BuildPolicy(t)
 	ctx := context.Background()
-	policyDSN := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
-		// Secrets in the environment, never on a command line (ps shows those to every user).
-		mig := exec.CommandContext(ctx, bin, "migrate")
-		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
-		out, err := mig.CombinedOutput()
-		if err != nil {
-			return &exec.ExitError{Stderr: out}
-		}
-		return nil
-	})
-	policyAddr, billingAddr := servicetest.FreeAddr(t), servicetest.FreeAddr(t)
-
-	pctx, stopPolicy := context.WithCancel(ctx)
-	cmd := exec.CommandContext(pctx, bin, "serve", "--grpc-addr", policyAddr, "--metrics-addr", "",
-		"--billing-addr", billingAddr, "--log-level", "error")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+policyDSN,
-		"MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stopPolicy(); _ = cmd.Wait() })
+	billingAddr := servicetest.FreeAddr(t)
+	policy := servicetest.StartPolicy(t, servicetest.PolicyOptions{AdminToken: adminToken, ServiceToken: serviceToken,
+		BillingAddr: billingAddr})
+	policyAddr, policyDSN := policy.Addr, policy.DSN
 
 	billingDSN := billingtest.NewDB(t)
 	t.Cleanup(func() {

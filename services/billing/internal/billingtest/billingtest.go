@@ -7,21 +7,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/services/billing/migrations"
 )
 
-// Migrate brings a database to billing's schema.
-func Migrate(ctx context.Context, dsn string) error {
-	_, err := migrate.Up(ctx, dsn, migrations.FS)
-	return err
-}
-
 // NewDB returns the DSN of a fresh, migrated billing database.
 func NewDB(t testing.TB) string {
 	t.Helper()
-	return pgtest.NewDatabase(t, "billing", Migrate)
+	return pgtest.NewDatabase(t, "billing", pgtest.Migrations(migrations.FS))
 }
 
 // Pool opens a pool on dsn, closed at cleanup.

@@ -2,107 +2,25 @@ package builder
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	bf "github.com/millwright/millwright/pkg/builderfixture"
 )
 
 // The fixture format is documented in testdata/README.md; other runners replay the same files
 // over gRPC and REST, so this runner checks exactly what the README promises and nothing more.
 
-type fixtureViolation struct {
-	Reason  string `json:"reason"`
-	Doc     string `json:"doc,omitempty"`
-	Pointer string `json:"pointer"`
-}
-
-type fixtureRunnable struct {
-	Kind    string `json:"kind"`
-	Path    string `json:"path"`
-	Pointer string `json:"pointer"`
-}
-
-type fixtureTag struct {
-	Tag     string `json:"tag"`
-	Pointer string `json:"pointer"`
-}
-
-type fixturePin struct {
-	Path    string `json:"path"`
-	Hash    string `json:"hash"`
-	Pointer string `json:"pointer"`
-}
-
-type fixtureInputError struct {
-	Doc     string `json:"doc,omitempty"`
-	Pointer string `json:"pointer"`
-}
-
-type flowFixture struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Value       json.RawMessage `json:"value"`
-	Expect      struct {
-		Allowed    bool               `json:"allowed"`
-		InputError *fixtureInputError `json:"input_error"`
-		Violations []fixtureViolation `json:"violations"`
-		Runnables  []fixtureRunnable  `json:"runnables"`
-		Tags       []fixtureTag       `json:"tags"`
-		Pins       []fixturePin       `json:"pins"`
-	} `json:"expect"`
-}
-
-type appFixture struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Value       json.RawMessage `json:"value"`
-	Policy      json.RawMessage `json:"policy"`
-	Options     struct {
-		StripSDKReadScopes bool `json:"strip_sdk_read_scopes"`
-	} `json:"options"`
-	Expect struct {
-		Allowed          bool               `json:"allowed"`
-		InputError       *fixtureInputError `json:"input_error"`
-		Violations       []fixtureViolation `json:"violations"`
-		PolicyPaths      []fixtureRunnable  `json:"policy_paths"`
-		ValuePaths       []fixtureRunnable  `json:"value_paths"`
-		ExecutionMode    string             `json:"execution_mode"`
-		Kind             string             `json:"kind"`
-		NormalizedPolicy json.RawMessage    `json:"normalized_policy"`
-	} `json:"expect"`
-}
-
-func loadFixtures(t *testing.T, dir string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files, "no fixtures in testdata/%s", dir)
-	sort.Strings(files)
-	return files
-}
-
-func readFixture(t *testing.T, file string, into any) {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	require.NoError(t, err)
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields() // a typo in a fixture must not silently weaken it
-	require.NoError(t, dec.Decode(into), file)
-}
+// testdata is the fixtures' directory; their schema and loader are pkg/builderfixture's.
+const testdata = "testdata"
 
 func TestFlowFixtures(t *testing.T) {
-	for _, file := range loadFixtures(t, "flows") {
-		var fx flowFixture
-		readFixture(t, file, &fx)
+	for _, fx := range bf.Flows(t, testdata) {
 		t.Run(fx.Name, func(t *testing.T) {
-			require.Equal(t, strings.TrimSuffix(filepath.Base(file), ".json"), fx.Name, "file name and fixture name differ")
-			require.NotEmpty(t, fx.Description)
 			rep, err := WalkFlow(fx.Value, Limits{})
 			if fx.Expect.InputError != nil {
 				var ie *InputError
@@ -115,36 +33,32 @@ func TestFlowFixtures(t *testing.T) {
 			assert.Equal(t, fx.Expect.Allowed, rep.Composable(), "allowed")
 			assert.Equal(t, fx.Expect.Allowed, len(fx.Expect.Violations) == 0, "fixture: allowed must mean no violations")
 
-			got := []fixtureViolation{}
+			got := []bf.Violation{}
 			for _, v := range rep.Violations {
 				assert.Equal(t, DocFlow, v.Doc)
 				assert.NotEmpty(t, v.Message)
-				got = append(got, fixtureViolation{Reason: string(v.Reason), Pointer: v.Pointer.String()})
+				got = append(got, bf.Violation{Reason: string(v.Reason), Pointer: v.Pointer.String()})
 			}
-			assert.Equal(t, orEmpty(fx.Expect.Violations), got, "violations")
-			assert.Equal(t, orEmpty(fx.Expect.Runnables), runnablesOf(rep.Runnables), "runnables")
-			tags := []fixtureTag{}
+			assert.Equal(t, bf.OrNone(fx.Expect.Violations), got, "violations")
+			assert.Equal(t, bf.OrNone(fx.Expect.Runnables), runnablesOf(rep.Runnables), "runnables")
+			tags := []bf.Tag{}
 			for _, tg := range rep.Tags {
-				tags = append(tags, fixtureTag{Tag: tg.Tag, Pointer: tg.Pointer.String()})
+				tags = append(tags, bf.Tag{Tag: tg.Tag, Pointer: tg.Pointer.String()})
 			}
-			assert.Equal(t, orEmpty(fx.Expect.Tags), tags, "tags")
-			pins := []fixturePin{}
+			assert.Equal(t, bf.OrNone(fx.Expect.Tags), tags, "tags")
+			pins := []bf.Pin{}
 			for _, p := range rep.Pins {
-				pins = append(pins, fixturePin{Path: p.Path, Hash: p.Hash, Pointer: p.Pointer.String()})
+				pins = append(pins, bf.Pin{Path: p.Path, Hash: p.Hash, Pointer: p.Pointer.String()})
 			}
-			assert.Equal(t, orEmpty(fx.Expect.Pins), pins, "pins")
+			assert.Equal(t, bf.OrNone(fx.Expect.Pins), pins, "pins")
 			assertPointersResolve(t, fx.Value, flowPointers(rep))
 		})
 	}
 }
 
 func TestAppFixtures(t *testing.T) {
-	for _, file := range loadFixtures(t, "apps") {
-		var fx appFixture
-		readFixture(t, file, &fx)
+	for _, fx := range bf.Apps(t, testdata) {
 		t.Run(fx.Name, func(t *testing.T) {
-			require.Equal(t, strings.TrimSuffix(filepath.Base(file), ".json"), fx.Name, "file name and fixture name differ")
-			require.NotEmpty(t, fx.Description)
 			rep, err := WalkApp(fx.Value, fx.Policy, Limits{}, AppOptions{StripSDKReadScopes: fx.Options.StripSDKReadScopes})
 			if fx.Expect.InputError != nil {
 				var ie *InputError
@@ -159,11 +73,11 @@ func TestAppFixtures(t *testing.T) {
 			assert.Equal(t, fx.Expect.Allowed, rep.Composable(), "allowed")
 			assert.Equal(t, fx.Expect.Allowed, len(fx.Expect.Violations) == 0, "fixture: allowed must mean no violations")
 
-			got := []fixtureViolation{}
+			got := []bf.Violation{}
 			var valuePtrs, policyPtrs []string
 			for _, v := range rep.Violations {
 				assert.NotEmpty(t, v.Message)
-				got = append(got, fixtureViolation{Reason: string(v.Reason), Doc: string(v.Doc), Pointer: v.Pointer.String()})
+				got = append(got, bf.Violation{Reason: string(v.Reason), Doc: string(v.Doc), Pointer: v.Pointer.String()})
 				switch v.Doc {
 				case DocAppValue:
 					valuePtrs = append(valuePtrs, v.Pointer.String())
@@ -173,9 +87,9 @@ func TestAppFixtures(t *testing.T) {
 					t.Errorf("app violation with doc %q", v.Doc)
 				}
 			}
-			assert.Equal(t, orEmpty(fx.Expect.Violations), got, "violations")
-			assert.Equal(t, orEmpty(fx.Expect.PolicyPaths), runnablesOf(rep.PolicyPaths), "policy_paths")
-			assert.Equal(t, orEmpty(fx.Expect.ValuePaths), runnablesOf(rep.ValuePaths), "value_paths")
+			assert.Equal(t, bf.OrNone(fx.Expect.Violations), got, "violations")
+			assert.Equal(t, bf.OrNone(fx.Expect.PolicyPaths), runnablesOf(rep.PolicyPaths), "policy_paths")
+			assert.Equal(t, bf.OrNone(fx.Expect.ValuePaths), runnablesOf(rep.ValuePaths), "value_paths")
 			assert.Equal(t, fx.Expect.ExecutionMode, rep.ExecutionMode, "execution_mode")
 			if fx.Expect.Kind != "" {
 				assert.Equal(t, AppKind(fx.Expect.Kind), rep.Kind, "kind")
@@ -196,31 +110,8 @@ func TestAppFixtures(t *testing.T) {
 	}
 }
 
-type requestCase struct {
-	Name       string   `json:"name"`
-	Path       string   `json:"path"`
-	RawCode    bool     `json:"raw_code"`
-	IsOperator bool     `json:"is_operator"`
-	DeployPath string   `json:"deploy_path"`
-	Scopes     []string `json:"scopes"`
-	Expect     struct {
-		Allowed    bool `json:"allowed"`
-		Violations []struct {
-			Reason string `json:"reason"`
-		} `json:"violations"`
-	} `json:"expect"`
-}
-
-type requestFixture struct {
-	Name        string        `json:"name"`
-	Description string        `json:"description"`
-	Cases       []requestCase `json:"cases"`
-}
-
 func TestRequestFixtures(t *testing.T) {
-	for _, file := range loadFixtures(t, "requests") {
-		var fx requestFixture
-		readFixture(t, file, &fx)
+	for _, fx := range bf.Requests(t, testdata) {
 		for _, c := range fx.Cases {
 			t.Run(fx.Name+"/"+c.Name, func(t *testing.T) {
 				var vs []Violation
@@ -250,17 +141,10 @@ func TestRequestFixtures(t *testing.T) {
 	}
 }
 
-func orEmpty[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-func runnablesOf(refs []RunnableRef) []fixtureRunnable {
-	out := []fixtureRunnable{}
+func runnablesOf(refs []RunnableRef) []bf.Runnable {
+	out := []bf.Runnable{}
 	for _, r := range refs {
-		out = append(out, fixtureRunnable{Kind: string(r.Kind), Path: r.Path, Pointer: r.Pointer.String()})
+		out = append(out, bf.Runnable{Kind: string(r.Kind), Path: r.Path, Pointer: r.Pointer.String()})
 	}
 	return out
 }
@@ -358,7 +242,9 @@ func assertNormalizedPolicy(t *testing.T, policy, normalized []byte, strip bool)
 	if strip {
 		if scopes, ok := out["frontend_sdk_scopes"].([]any); ok {
 			for _, s := range scopes {
-				assert.False(t, isSDKReadScope(s.(string)), "scope %v must be stripped", s)
+				str, ok := s.(string)
+				require.True(t, ok, "scope %v is not a string", s)
+				assert.False(t, isSDKReadScope(str), "scope %v must be stripped", s)
 			}
 		}
 	}

@@ -3,37 +3,22 @@ package builder
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
+
+	bf "github.com/millwright/millwright/pkg/builderfixture"
 )
 
 // The fuzz targets check what must hold for every input, not just the fixtures: no panic, no
 // hang, every pointer resolves in the document as an independent reader (encoding/json) sees it,
 // and code the walk must refuse is refused wherever it sits.
 
-func seedFromFixtures(f *testing.F, dir string, add func(value, policy []byte)) {
-	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var fx struct {
-			Value  json.RawMessage `json:"value"`
-			Policy json.RawMessage `json:"policy"`
-		}
-		if err := json.Unmarshal(b, &fx); err != nil {
-			f.Fatal(err)
-		}
-		add(fx.Value, fx.Policy)
-	}
-}
-
 func FuzzWalkFlow(f *testing.F) {
-	seedFromFixtures(f, "flows", func(v, _ []byte) { f.Add(v) })
+	for _, fx := range bf.Flows(f, testdata) {
+		f.Add([]byte(fx.Value))
+	}
 	for _, s := range []string{
 		`{"modules":[]}`,
 		`{"value":{"modules":[{"value":{"type":"r\u0061wscript"}}]}}`,
@@ -48,7 +33,7 @@ func FuzzWalkFlow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		rep, err := WalkFlow(raw, Limits{})
 		if err != nil {
-			if _, ok := err.(*InputError); !ok {
+			if ie := (*InputError)(nil); !errors.As(err, &ie) {
 				t.Fatalf("error is %T, want *InputError: %v", err, err)
 			}
 			if len(rep.Violations)+len(rep.Runnables)+len(rep.Tags)+len(rep.Pins) != 0 {
@@ -101,14 +86,16 @@ func FuzzWalkFlow(f *testing.F) {
 }
 
 func FuzzWalkApp(f *testing.F) {
-	seedFromFixtures(f, "apps", func(v, p []byte) { f.Add(v, p, false) })
+	for _, fx := range bf.Apps(f, testdata) {
+		f.Add([]byte(fx.Value), []byte(fx.Policy), false)
+	}
 	f.Add([]byte(`{"x":{"inlineScript":null}}`), []byte(`{"triggerables":{"a:b:rawscript/1":{}}}`), true)
 	f.Add([]byte(`{"runnables":{"r":{"type":"path","path":"hub/1"}}}`), []byte(`null`), false)
 	f.Add([]byte(`{}`), []byte(`{"sandb\u006fx":false,"frontend_sdk_scopes":["*"]}`), true)
 	f.Fuzz(func(t *testing.T, value, policy []byte, strip bool) {
 		rep, err := WalkApp(value, policy, Limits{}, AppOptions{StripSDKReadScopes: strip})
 		if err != nil {
-			if _, ok := err.(*InputError); !ok {
+			if ie := (*InputError)(nil); !errors.As(err, &ie) {
 				t.Fatalf("error is %T, want *InputError: %v", err, err)
 			}
 			return

@@ -8,16 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/services/policy/migrations"
 )
 
 // Migrate applies the policy migrations to dsn.
-func Migrate(ctx context.Context, dsn string) error {
-	_, err := migrate.Up(ctx, dsn, migrations.FS)
-	return err
-}
+var Migrate = pgtest.Migrations(migrations.FS)
 
 // DSN returns the DSN of a new migrated database for t.
 func DSN(t testing.TB) string {

@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +13,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
-	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
-	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/app"
@@ -115,31 +109,8 @@ func (s emptyStream) RecvMsg(any) error            { return nil }
 
 const serviceToken = "test-service-token"
 
-// startPolicy runs the policy binary on a fresh database (no seat check) and returns its address.
-func startPolicy(t *testing.T) string {
-	t.Helper()
-	bin := servicetest.BuildPolicy(t)
-	dsn := pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
-		// Secrets in the environment, never on a command line (ps shows those to every user).
-		mig := exec.CommandContext(ctx, bin, "migrate")
-		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
-		out, err := mig.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("policy migrate: %w: %s", err, out)
-		}
-		return nil
-	})
-	addr := servicetest.FreeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "--grpc-addr", addr, "--metrics-addr", "",
-		"--no-billing", "--log-level", "error")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn,
-		"MILLWRIGHT_ADMIN_TOKEN="+adminToken, "MILLWRIGHT_SERVICE_TOKEN="+serviceToken)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stop(); _ = cmd.Wait() })
-	return addr
-}
+// policyOptions runs the real policy with this package's config tokens, unpriced.
+var policyOptions = servicetest.PolicyOptions{AdminToken: adminToken, ServiceToken: serviceToken}
 
 // startRoleset runs the real roleset server (app.Serve: its authenticator, interceptors and
 // background loops) against policy; it returns the gRPC and metrics addresses.
@@ -177,17 +148,8 @@ func TestTokensThroughPolicy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
 	}
-	policyAddr := startPolicy(t)
-	grpcAddr, metricsAddr := startRoleset(t, policyAddr)
-
-	pcc, err := server.Dial(context.Background(), policyAddr, adminToken)
-	require.NoError(t, err)
-	t.Cleanup(func() { pcc.Close() })
-	scc, err := server.Dial(context.Background(), policyAddr, serviceToken) // the platform's
-	require.NoError(t, err)
-	t.Cleanup(func() { scc.Close() })
-	ws, tokens := policyv1.NewWorkspaceServiceClient(pcc), policyv1.NewTokenServiceClient(pcc)
-	runs := policyv1.NewRunServiceClient(scc)
+	policy := servicetest.StartPolicy(t, policyOptions)
+	grpcAddr, metricsAddr := startRoleset(t, policy.Addr)
 	rcc := dial(t, grpcAddr)
 	roles, clusters := rolesetv1.NewRoleServiceClient(rcc), rolesetv1.NewClusterServiceClient(rcc)
 	datatables, conns := rolesetv1.NewDatatableServiceClient(rcc), rolesetv1.NewConnectionServiceClient(rcc)
@@ -200,60 +162,30 @@ func TestTokensThroughPolicy(t *testing.T) {
 		return err
 	}
 	require.Eventually(t, func() bool { return listRoles(adminToken) == nil }, 30*time.Second, 50*time.Millisecond, "roleset did not come up")
-	require.Eventually(t, func() bool {
-		_, err := ws.CreateWorkspace(context.Background(), &policyv1.CreateWorkspaceRequest{Workspace: "acme", Name: "Acme",
-			AdminEmail: "boss@acme.test", AdminUsername: "boss"})
-		return err == nil
-	}, 30*time.Second, 50*time.Millisecond, "policy did not come up")
-	_, err = ws.UpsertMember(context.Background(), &policyv1.UpsertMemberRequest{Workspace: "acme", Username: "dev",
-		Email: "dev@acme.test", Role: policyv1.Role_ROLE_DEVELOPER})
-	require.NoError(t, err)
-	newToken := func(user string) *policyv1.CreateTokenResponse {
-		resp, err := tokens.CreateToken(context.Background(), &policyv1.CreateTokenRequest{Workspace: "acme", Username: user,
-			ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))})
-		require.NoError(t, err)
-		return resp
-	}
-	devTok, bossTok := newToken("dev"), newToken("boss")
-	rec, err := runs.RecordRun(context.Background(), &policyv1.RecordRunRequest{Workspace: "acme", JobId: servicetest.NewUUID(),
-		PermissionedAs: "u/dev", Origin: policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE})
-	require.NoError(t, err)
-	jobTok := rec.GetJobToken()
+	acme := policy.Accounts(t, policyOptions)
 
 	t.Run("who gets what on an admin RPC", func(t *testing.T) {
-		cases := []struct {
-			name, token string
-			code        codes.Code
-			kind        string // of a ROLE_NOT_ALLOWED refusal
-		}{
-			{"superadmin token", adminToken, codes.OK, ""},
-			{"service token", serviceToken, codes.OK, ""},
-			{"no token", "", codes.Unauthenticated, ""},
-			{"garbage", "garbage", codes.Unauthenticated, ""},
-			{"malformed user token", "mwu_short", codes.Unauthenticated, ""},
-			{"unknown user token", "mwu_" + strings.Repeat("A", 43), codes.Unauthenticated, ""},
-			{"unknown job token", "mwj_" + strings.Repeat("A", 43), codes.Unauthenticated, ""},
-			{"a developer's user token", devTok.GetToken(), codes.PermissionDenied, "user"},
-			{"a workspace admin's user token", bossTok.GetToken(), codes.PermissionDenied, "user"},
-			{"a job token", jobTok, codes.PermissionDenied, "job"},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
+		// A config token passes; a policy token is known but not allowed on an admin RPC.
+		want := map[servicetest.Kind]codes.Code{servicetest.KindSuperadmin: codes.OK, servicetest.KindService: codes.OK,
+			servicetest.KindNone: codes.Unauthenticated, servicetest.KindUser: codes.PermissionDenied, servicetest.KindJob: codes.PermissionDenied}
+		for _, tc := range acme.TokenCases(adminToken, serviceToken) {
+			t.Run(tc.Name, func(t *testing.T) {
+				code := want[tc.Kind]
 				calls := map[string]func() error{
-					"ListRoles": func() error { return listRoles(tc.token) },
+					"ListRoles": func() error { return listRoles(tc.Token) },
 					"ListClusters": func() error {
-						_, err := clusters.ListClusters(servicetest.Bearer(tc.token), &rolesetv1.ListClustersRequest{})
+						_, err := clusters.ListClusters(servicetest.Bearer(tc.Token), &rolesetv1.ListClustersRequest{})
 						return err
 					},
 					"GetPermissions": func() error {
-						_, err := datatables.GetPermissions(servicetest.Bearer(tc.token), &rolesetv1.GetPermissionsRequest{Workspace: "acme", Name: "main"})
-						if tc.code == codes.OK && status.Code(err) == codes.NotFound {
+						_, err := datatables.GetPermissions(servicetest.Bearer(tc.Token), &rolesetv1.GetPermissionsRequest{Workspace: "acme", Name: "main"})
+						if code == codes.OK && status.Code(err) == codes.NotFound {
 							return nil // allowed, and there is no such data table
 						}
 						return err
 					},
 					"Watch": func() error {
-						ctx, cancel := context.WithTimeout(servicetest.Bearer(tc.token), 5*time.Second)
+						ctx, cancel := context.WithTimeout(servicetest.Bearer(tc.Token), 5*time.Second)
 						defer cancel()
 						s, err := events.Watch(ctx, &rolesetv1.WatchRequest{})
 						if err != nil {
@@ -265,10 +197,14 @@ func TestTokensThroughPolicy(t *testing.T) {
 				}
 				for name, call := range calls {
 					err := call()
-					require.Equal(t, tc.code, status.Code(err), "%s: %v", name, err)
-					if tc.kind != "" {
-						requireNotAllowed(t, map[string]auth.Kind{"user": auth.User, "job": auth.Job}[tc.kind], err)
-					} else if tc.code == codes.Unauthenticated {
+					require.Equal(t, code, status.Code(err), "%s: %v", name, err)
+					switch tc.Kind {
+					case servicetest.KindSuperadmin, servicetest.KindService: // the code is the whole expectation
+					case servicetest.KindUser:
+						requireNotAllowed(t, auth.User, err)
+					case servicetest.KindJob:
+						requireNotAllowed(t, auth.Job, err)
+					case servicetest.KindNone:
 						reason, _ := errs.Reason(err)
 						require.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, reason, name)
 					}
@@ -282,38 +218,13 @@ func TestTokensThroughPolicy(t *testing.T) {
 		require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
 		// The engine asked policy for the run and then found no data table: the token was
 		// neither refused by the server's authenticator nor taken for an admin.
-		_, err = conns.ResolveConnection(servicetest.Bearer(jobTok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
+		_, err = conns.ResolveConnection(servicetest.Bearer(acme.Job), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
 		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
-		for name, tok := range map[string]string{"the admin token": adminToken, "a user token": bossTok.GetToken()} {
+		for name, tok := range map[string]string{"the admin token": adminToken, "a user token": acme.Boss.GetToken()} {
 			_, err = conns.ResolveConnection(servicetest.Bearer(tok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
 			require.Equal(t, codes.Unauthenticated, status.Code(err), "%s is no job token: %v", name, err)
 		}
 	})
 
-	cached := func(t *testing.T, token string) {
-		t.Helper()
-		servicetest.WaitTokenCached(t, metricsAddr, "millwright_roleset_token_cache_entries",
-			func() bool { return status.Code(listRoles(token)) == codes.PermissionDenied })
-	}
-	refusedWithin := func(t *testing.T, token string) {
-		t.Helper()
-		servicetest.RefusedWithin(t, func() bool { return status.Code(listRoles(token)) == codes.Unauthenticated })
-	}
-
-	t.Run("a revoked user token is Unauthenticated within a bounded wait", func(t *testing.T) {
-		cached(t, devTok.GetToken())
-		_, err := tokens.RevokeToken(context.Background(), &policyv1.RevokeTokenRequest{Workspace: "acme", TokenId: devTok.GetTokenId()})
-		require.NoError(t, err)
-		refusedWithin(t, devTok.GetToken())
-		// Other tokens are unaffected.
-		require.Equal(t, codes.PermissionDenied, status.Code(listRoles(bossTok.GetToken())))
-		require.NoError(t, listRoles(adminToken))
-	})
-
-	t.Run("a finished run's job token is Unauthenticated within a bounded wait", func(t *testing.T) {
-		cached(t, jobTok)
-		_, err := runs.FinishRun(context.Background(), &policyv1.FinishRunRequest{Workspace: "acme", JobId: rec.GetRun().GetJobId()})
-		require.NoError(t, err)
-		refusedWithin(t, jobTok)
-	})
+	acme.RevocationReaches(t, metricsAddr, "millwright_roleset_token_cache_entries", adminToken, listRoles)
 }

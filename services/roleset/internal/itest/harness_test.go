@@ -26,7 +26,6 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
-	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
@@ -205,10 +204,8 @@ type replica struct {
 	pool   *pgxpool.Pool
 }
 
-func migrator(ctx context.Context, dsn string) error {
-	_, err := migrate.Up(ctx, dsn, migrations.FS)
-	return err
-}
+// migrator brings a database to roleset's schema.
+var migrator = pgtest.Migrations(migrations.FS)
 
 func superExec(t testing.TB, dsn string, sqls ...string) {
 	t.Helper()

@@ -1,0 +1,108 @@
+package servicetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/millwright/millwright/pkg/pgtest"
+)
+
+// PolicyOptions says how to run the real policy.
+type PolicyOptions struct {
+	// AdminToken and ServiceToken are policy's config tokens (the superadmin's and the
+	// platform's); they reach it through the environment, never the command line.
+	AdminToken, ServiceToken string
+	// BillingAddr is the billing service policy prices seat-adding changes with; empty runs
+	// policy with --no-billing (member writes are not priced).
+	BillingAddr string
+}
+
+// Policy is the real policy binary serving beside a test on its own migrated database.
+type Policy struct {
+	// Addr is its gRPC address.
+	Addr string
+	// DSN is its database (for a failing test to dump what policy wrote).
+	DSN string
+
+	stop     func()
+	stopOnce sync.Once
+}
+
+// StartPolicy builds the policy command, migrates a fresh database with its own migrate
+// subcommand, serves it on a free loopback address and returns once it reports SERVING on
+// grpc.health.v1. It is stopped at cleanup (or earlier with Stop). Other services' tests run
+// policy as a process because its packages are internal to its module, which is also how
+// production runs it.
+func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
+	t.Helper()
+	bin := BuildPolicy(t)
+	p := &Policy{Addr: FreeAddr(t)}
+	p.DSN = pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
+		mig := exec.CommandContext(ctx, bin, "migrate")
+		mig.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+		if out, err := mig.CombinedOutput(); err != nil {
+			return fmt.Errorf("policy migrate: %w: %s", err, out)
+		}
+		return nil
+	})
+	args := []string{"serve", "--grpc-addr", p.Addr, "--metrics-addr", "", "--log-level", "error"}
+	if o.BillingAddr == "" {
+		args = append(args, "--no-billing")
+	} else {
+		args = append(args, "--billing-addr", o.BillingAddr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	// Secrets in the environment, never on a command line (ps shows those to every user).
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+p.DSN,
+		"MILLWRIGHT_ADMIN_TOKEN="+o.AdminToken, "MILLWRIGHT_SERVICE_TOKEN="+o.ServiceToken)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	p.stop = func() { cancel(); <-exited }
+	t.Cleanup(p.Stop)
+	waitServing(t, p.Addr, exited, func() error { return waitErr })
+	return p
+}
+
+// Stop stops policy and waits for it to exit; calling it again does nothing.
+func (p *Policy) Stop() { p.stopOnce.Do(p.stop) }
+
+// waitServing polls grpc.health.v1 at addr until it says SERVING (30 s at most), failing at
+// once if the process exits first.
+func waitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func() error) {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		select {
+		case <-exited:
+			t.Fatalf("policy exited before serving: %v (its log is on stderr)", exitErr())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("policy at %s not SERVING after 30 s: %v %v", addr, resp.GetStatus(), err)
+		}
+	}
+}
