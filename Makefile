@@ -12,8 +12,7 @@ TESTFLAGS ?= -race -count=1 -timeout=12m
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
 
-test: ## every test: unit, real-Postgres integration, gateway, README
-	go vet $(PKGS)
+test: ## every test: unit, real-Postgres integration, gateway, README (go vet runs in make lint)
 	go test $(TESTFLAGS) $(PKGS)
 
 e2e: ## the end-to-end tests alone: the local stack, the demo loaded twice, the README walkthrough
@@ -22,13 +21,19 @@ e2e: ## the end-to-end tests alone: the local stack, the demo loaded twice, the 
 build: ## static binaries into ./bin
 	CGO_ENABLED=0 go build -o $(BIN)/ $(CMDS)
 
-tools: $(BIN)/buf $(BIN)/protoc-gen-go ## pinned buf and protoc plugins into ./bin
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/golangci-lint ## pinned buf, protoc plugins and golangci-lint into ./bin
 
 $(BIN)/buf: scripts/tools/buf/go.mod scripts/tools/buf/go.sum
 	cd scripts/tools/buf && GOWORK=off GOBIN=$(BIN) go install tool
 
 $(BIN)/protoc-gen-go: scripts/tools/protoc/go.mod scripts/tools/protoc/go.sum
 	cd scripts/tools/protoc && GOWORK=off GOBIN=$(BIN) go install tool
+
+$(BIN)/golangci-lint: scripts/tools/golangci-lint/go.mod scripts/tools/golangci-lint/go.sum
+	cd scripts/tools/golangci-lint && GOWORK=off GOBIN=$(BIN) go install tool
+
+# Every module of the workspace (go.work).
+MODULES := pkg services/policy services/roleset services/billing gateway deploy
 
 generate: tools ## regenerate pkg/gen, gateway/openapi and pkg/apidesc (documented descriptors) from proto/
 	buf format -w --path proto/millwright
@@ -39,11 +44,11 @@ check-generated: generate ## fail when the committed generated code is stale
 	git diff --exit-code -- pkg/gen pkg/apidesc gateway/openapi proto
 	@test -z "$$(git status --porcelain -- pkg/gen pkg/apidesc gateway/openapi)" || { git status --porcelain -- pkg/gen pkg/apidesc gateway/openapi; exit 1; }
 
-lint: tools ## buf lint + format, gofmt, go vet
+lint: tools ## buf lint + format, golangci-lint (go vet, gofmt, gci, errorlint, exhaustive, ...: .golangci.yml), go mod tidy
 	buf lint
 	buf format -d --exit-code --path proto/millwright
-	@out=$$(gofmt -l pkg services gateway deploy | grep -v '^pkg/gen/' || true); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	go vet $(PKGS)
+	golangci-lint run $(PKGS)
+	@for m in $(MODULES); do (cd $$m && go mod tidy -diff) || { echo "go mod tidy needed in $$m"; exit 1; }; done
 
 # Against main by default; in a clone of main itself, compare with the previous commit:
 # make breaking BREAKING_AGAINST='.git#ref=HEAD~1'

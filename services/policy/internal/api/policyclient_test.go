@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -101,5 +100,5 @@ func TestPolicyclientAuthenticator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, auth.Service, sid.Kind)
 	_, err = chain.Authenticate(context.Background(), "garbage")
-	require.True(t, errors.Is(err, auth.ErrUnknownToken))
+	require.ErrorIs(t, err, auth.ErrUnknownToken)
 }

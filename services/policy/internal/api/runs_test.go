@@ -278,6 +278,7 @@ func TestRequestFieldsNeverReachTheViewer(t *testing.T) {
 				Origin: policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE})
 			require.NoError(t, err)
 			base.Credential = p.GetJobToken()
+		default: // schedules, triggers, anonymous apps, AI tools: no credential
 		}
 		fields := base.ProtoReflect().Descriptor().Fields()
 		for i := range fields.Len() {

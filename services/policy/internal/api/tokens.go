@@ -87,6 +87,8 @@ func (s *tokenServer) Authenticate(ctx context.Context, req *policyv1.Authentica
 		out.Kind = policyv1.TokenKind_TOKEN_KIND_USER
 	case auth.Job:
 		out.Kind = policyv1.TokenKind_TOKEN_KIND_JOB
+	default: // the token store holds user and job tokens only: anything else is refused
+		return nil, mapErr(policy.ErrBadCredential)
 	}
 	return out, nil
 }

@@ -324,6 +324,7 @@ func (w *appWalker) walk(i int32, isContainer, isEntry, isRunnable bool) error {
 				return err
 			}
 		}
+	default: // scalars hold no runnable
 	}
 	return nil
 }

@@ -46,14 +46,14 @@ func TestWalkAppEmptyPolicy(t *testing.T) {
 			rep, err := WalkApp([]byte(`{}`), []byte(p), Limits{}, AppOptions{StripSDKReadScopes: true})
 			require.NoError(t, err)
 			assert.Equal(t, "publisher", rep.ExecutionMode)
-			assert.Equal(t, `{"sandbox":true,"execution_mode":"publisher"}`, string(rep.NormalizedPolicy))
+			assert.JSONEq(t, `{"sandbox":true,"execution_mode":"publisher"}`, string(rep.NormalizedPolicy))
 			assert.True(t, rep.Composable())
 		})
 	}
 	rep, err := WalkApp([]byte(`{}`), []byte(`{"execution_mode":null}`), Limits{}, AppOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "publisher", rep.ExecutionMode, "null is omitted")
-	assert.Equal(t, `{"execution_mode":"publisher","sandbox":true}`, string(rep.NormalizedPolicy),
+	assert.JSONEq(t, `{"execution_mode":"publisher","sandbox":true}`, string(rep.NormalizedPolicy),
 		"an omitted or null mode is pinned: on update the platform would keep the stored one, viewer included")
 }
 
@@ -61,17 +61,17 @@ func TestNormalizedPolicyPreservesWhatItDoesNotOwn(t *testing.T) {
 	in := `{ "on_behalf_of" : "u/a\u00e9", "n": 1.50, "sandb\u006fx": false, "frontend_sdk_scopes": ["jobs:run", "variables:read", "variables:read:f/x", "resources:*", "*", "users:read"], "z": [1, {"k": null}] }`
 	rep, err := WalkApp([]byte(`{}`), []byte(in), Limits{}, AppOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, `{"on_behalf_of":"u/a\u00e9","n":1.50,"sandb\u006fx":true,"frontend_sdk_scopes":["jobs:run","variables:read","variables:read:f/x","resources:*","*","users:read"],"z":[1,{"k":null}],"execution_mode":"publisher"}`,
+	assert.JSONEq(t, `{"on_behalf_of":"u/a\u00e9","n":1.50,"sandb\u006fx":true,"frontend_sdk_scopes":["jobs:run","variables:read","variables:read:f/x","resources:*","*","users:read"],"z":[1,{"k":null}],"execution_mode":"publisher"}`,
 		string(rep.NormalizedPolicy), "sandbox forced in place (even when its key is escaped), scopes kept when not asked")
 
 	rep, err = WalkApp([]byte(`{}`), []byte(in), Limits{}, AppOptions{StripSDKReadScopes: true})
 	require.NoError(t, err)
-	assert.Equal(t, `{"on_behalf_of":"u/a\u00e9","n":1.50,"sandb\u006fx":true,"frontend_sdk_scopes":["jobs:run","users:read"],"z":[1,{"k":null}],"execution_mode":"publisher"}`,
+	assert.JSONEq(t, `{"on_behalf_of":"u/a\u00e9","n":1.50,"sandb\u006fx":true,"frontend_sdk_scopes":["jobs:run","users:read"],"z":[1,{"k":null}],"execution_mode":"publisher"}`,
 		string(rep.NormalizedPolicy), "every scope covering variables:read / resources:read is stripped")
 
 	rep, err = WalkApp([]byte(`{}`), []byte(`{"execution_mode":"publisher"}`), Limits{}, AppOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, `{"execution_mode":"publisher","sandbox":true}`, string(rep.NormalizedPolicy), "sandbox appended when absent")
+	assert.JSONEq(t, `{"execution_mode":"publisher","sandbox":true}`, string(rep.NormalizedPolicy), "sandbox appended when absent")
 }
 
 // plainRef is a RunnableRef with its pointer rendered, for comparisons.

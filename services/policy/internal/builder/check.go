@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -360,7 +361,8 @@ func (c *Checker) checkTags(ctx context.Context, t policy.Tenancy, tags []TagRef
 		if e != nil {
 			out.add(func() Finding {
 				rule := "unknown"
-				if te, ok := e.(*policy.TagError); ok {
+				te := &policy.TagError{}
+				if errors.As(e, &te) {
 					rule = te.Reason
 				}
 				return Finding{Reason: ReasonTagNotAllowed, Doc: DocFlow, Pointer: tag.Pointer.String(), Message: e.Error(),

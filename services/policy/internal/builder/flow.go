@@ -458,7 +458,7 @@ func isScriptHash(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
 			return false
 		}
 	}
@@ -521,7 +521,7 @@ func (w *flowWalker) agent(v int32, f *fields, depth int) error {
 	// A linked agent resolves its tools from an ai_agent resource at run time, and operators may
 	// write resources: the tool list is outside this check and can be swapped for a raw script
 	// after the flow is approved. Anything but null or "" counts as a link.
-	if a, ok := w.nonNull(f, fAgent); ok && !(d.kindOf(a) == kString && d.str(a) == "") {
+	if a, ok := w.nonNull(f, fAgent); ok && (d.kindOf(a) != kString || d.str(a) != "") {
 		w.violate(ReasonAgentLink, a, "", "links an AI agent resource, whose tools live outside the flow")
 	}
 	if err := w.tag(f, fTag); err != nil {
@@ -643,6 +643,7 @@ func (w *flowWalker) sweep(i int32) {
 				w.sweep(m.val)
 			}
 		}
+	default: // scalars are never code
 	}
 }
 

@@ -84,7 +84,10 @@ func parseDocString(src string, name Doc, lim Limits) (*doc, error) {
 	if !utf8.ValidString(src) {
 		return nil, &InputError{Doc: name, Rule: "document is not valid UTF-8"}
 	}
-	bufs := treePool.Get().(*treeBufs)
+	bufs, ok := treePool.Get().(*treeBufs)
+	if !ok { // the pool's New makes only *treeBufs
+		bufs = &treeBufs{}
+	}
 	// A rough size guess (one node per ~12 source bytes) saves most regrowth.
 	if n := len(src)/12 + 1; cap(bufs.nodes) < n {
 		bufs.nodes = make([]node, 0, n)

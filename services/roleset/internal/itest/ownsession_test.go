@@ -2,7 +2,6 @@ package itest
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +46,7 @@ func TestDisableEndsOwnSessions(t *testing.T) {
 	err = f.canLogin(c.GetUser(), c.GetPassword())
 	require.Error(t, err, "a disabled role's login must not authenticate")
 	var pg *pgconn.PgError
-	require.True(t, errors.As(err, &pg), err)
+	require.ErrorAs(t, err, &pg, err)
 	require.Equal(t, "28000", pg.Code, "refused as NOLOGIN: %v", err)
 
 	_, err = f.resolve(f.r, f.viewerRun("alice@x"), "datatable://main?as=viewer")

@@ -114,7 +114,7 @@ func TestReconcileOwnInstanceOnly(t *testing.T) {
 	require.NoError(t, a.pool.QueryRow(ctx, `SELECT state FROM datatable_role WHERE id = $1`, mustID(bRole.GetRoleId())).Scan(&state))
 	require.Equal(t, "deleting", state, "A finished B's delete")
 	require.Equal(t, f.instance, instanceOf(f.emea.GetRoleId()), "A claims its own legacy row")
-	require.Equal(t, "", instanceOf(bLegacy.GetRoleId()), "A claimed B's legacy row")
+	require.Empty(t, instanceOf(bLegacy.GetRoleId()), "A claimed B's legacy row")
 
 	require.NoError(t, b.eng.Reconcile(ctx))
 	require.False(t, f.onCluster(t, bRole.GetName()), "B finishes its own delete")
