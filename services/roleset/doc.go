@@ -2,10 +2,10 @@
 // data table as, and keeps the target clusters' roles and role-set logins (wm_set_<hash>) in
 // the state that decision needs.
 //
-// Layout: internal/core is the engine (decisions, set-login ensure/retire, role lifecycle,
+// Layout: internal/engine is the engine (decisions, set-login ensure/retire, role lifecycle,
 // sweep, reconcile, caches); internal/store is every statement on the service database;
-// internal/target every statement on a target cluster; internal/policyid the policy client and
-// its stream follower; internal/api the thin gRPC handlers; internal/{dtref,rolename,tenancy}
+// internal/target every statement on a target cluster; internal/policyidentity the policy client and
+// its stream follower; internal/api the thin gRPC handlers; internal/{datatableref,rolename,tenancy}
 // the pure rules (reference parser, role names, tenant matching and set-login naming);
 // internal/secret encryption at rest and SCRAM verifiers.
 //

@@ -16,8 +16,8 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/roleset/internal/core"
-	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/datatableref"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
@@ -31,7 +31,7 @@ type Server struct {
 	rolesetv1.UnimplementedConnectionServiceServer
 	rolesetv1.UnimplementedEventServiceServer
 
-	Engine *core.Engine
+	Engine *engine.Engine
 	Stream *stream.Stream // nil: Watch is unavailable
 }
 
@@ -79,7 +79,7 @@ func mapError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *core.Error
+	var ce *engine.Error
 	if errors.As(err, &ce) {
 		return mapCoreError(ctx, ce)
 	}
@@ -92,40 +92,40 @@ func mapError(ctx context.Context, err error) error {
 	return errs.RewriteError(ctx, err)
 }
 
-func mapCoreError(ctx context.Context, ce *core.Error) error {
+func mapCoreError(ctx context.Context, ce *engine.Error) error {
 	var (
 		code codes.Code
 		R    commonv1.ErrorReason
 		md   map[string]string
 	)
 	switch ce.Code {
-	case core.CodeInvalid:
+	case engine.CodeInvalid:
 		return errs.InvalidField(ce.Field, ce.Rule, ce.Msg)
-	case core.CodeUnauthenticated:
+	case engine.CodeUnauthenticated:
 		return auth.Unauthenticated(ce.Msg)
-	case core.CodeMalformedReference:
+	case engine.CodeMalformedReference:
 		code, R = codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE
 		md = map[string]string{"rule": ce.Rule, "field": ce.Field}
-	case core.CodeReservedName:
+	case engine.CodeReservedName:
 		code, R = codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_RESERVED_NAME
 		md = map[string]string{"rule": ce.Rule, "field": ce.Field}
-	case core.CodeNotFound:
+	case engine.CodeNotFound:
 		code, R = codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND
 		md = map[string]string{"kind": ce.Kind}
-	case core.CodeAlreadyExists:
+	case engine.CodeAlreadyExists:
 		code, R = codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS
-	case core.CodeNoViewer:
+	case engine.CodeNoViewer:
 		code, R = codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_VIEWER
-	case core.CodeNoRole, core.CodeNotMember:
+	case engine.CodeNoRole, engine.CodeNotMember:
 		code, R = codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_ROLE
-	case core.CodeRoleDisabled:
+	case engine.CodeRoleDisabled:
 		code, R = codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_DISABLED
 	// Permanent states of the target cluster: FailedPrecondition with their own reasons, never
 	// CONFLICT_RETRY (a retry would meet the same role).
-	case core.CodeNotOurs:
+	case engine.CodeNotOurs:
 		code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS
 		md = map[string]string{"role": ce.Field}
-	case core.CodeTampered:
+	case engine.CodeTampered:
 		code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED
 		md = map[string]string{"role": ce.Field, "check": ce.Rule}
 	default:
@@ -146,7 +146,7 @@ func (h *Server) UpsertCluster(ctx context.Context, req *rolesetv1.UpsertCluster
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	c, err := h.Engine.UpsertCluster(ctx, core.ClusterSpec{ID: req.GetClusterId(), Host: req.GetHost(), Port: int(req.GetPort()),
+	c, err := h.Engine.UpsertCluster(ctx, engine.ClusterSpec{ID: req.GetClusterId(), Host: req.GetHost(), Port: int(req.GetPort()),
 		MaintenanceDB: req.GetMaintenanceDatabase(), AdminUser: req.GetAdminUser(), AdminPassword: req.GetAdminPassword()})
 	if err != nil {
 		return nil, mapError(ctx, err)
@@ -285,7 +285,7 @@ func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatat
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	d, err := h.Engine.UpsertDatatable(ctx, core.DatatableSpec{Workspace: req.GetWorkspace(), Name: req.GetName(),
+	d, err := h.Engine.UpsertDatatable(ctx, engine.DatatableSpec{Workspace: req.GetWorkspace(), Name: req.GetName(),
 		ClusterID: req.GetClusterId(), Database: req.GetDatabase(), AdminUser: req.GetAdminUser(),
 		AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole()})
 	if err != nil {
@@ -340,42 +340,42 @@ type refRequest interface {
 }
 
 // parseRef applies the strict parser: exactly one of reference and datatable(+role).
-func parseRef(req refRequest) (dtref.Ref, error) {
+func parseRef(req refRequest) (datatableref.Ref, error) {
 	hasRef := req.GetReference() != ""
 	hasAgent := req.GetDatatable() != "" || req.GetRole() != ""
 	switch {
 	case hasRef && hasAgent:
-		return dtref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE,
+		return datatableref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE,
 			"send either reference or datatable and role, not both", map[string]string{"rule": "reference_and_fields", "field": "reference"})
 	case !hasRef && !hasAgent:
-		return dtref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE,
+		return datatableref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE,
 			"reference is required", map[string]string{"rule": "required", "field": "reference"})
 	}
-	var ref dtref.Ref
+	var ref datatableref.Ref
 	var err error
 	if hasRef {
-		ref, err = dtref.Parse(req.GetReference())
+		ref, err = datatableref.Parse(req.GetReference())
 	} else {
-		ref, err = dtref.FromAgent(req.GetDatatable(), req.GetRole())
+		ref, err = datatableref.FromAgent(req.GetDatatable(), req.GetRole())
 	}
 	if err != nil {
-		var de *dtref.Error
+		var de *datatableref.Error
 		md := map[string]string{"rule": "malformed"}
 		if errors.As(err, &de) {
 			md = map[string]string{"rule": de.Rule, "field": de.Field}
 		}
-		return dtref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE, err.Error(), md)
+		return datatableref.Ref{}, errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE, err.Error(), md)
 	}
 	return ref, nil
 }
 
-func kindToProto(k core.Kind) rolesetv1.ConnectionKind {
+func kindToProto(k engine.Kind) rolesetv1.ConnectionKind {
 	switch k {
-	case core.KindAdmin:
+	case engine.KindAdmin:
 		return rolesetv1.ConnectionKind_CONNECTION_KIND_ADMIN
-	case core.KindRole:
+	case engine.KindRole:
 		return rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE
-	case core.KindRoleSet:
+	case engine.KindRoleSet:
 		return rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE_SET
 	}
 	return rolesetv1.ConnectionKind_CONNECTION_KIND_UNSPECIFIED
@@ -420,8 +420,8 @@ func (h *Server) ExplainConnection(ctx context.Context, req *rolesetv1.ExplainCo
 	}
 	d, err := h.Engine.Decide(ctx, token, ref)
 	if err != nil {
-		var ce *core.Error
-		if !errors.As(err, &ce) || ce.Code == core.CodeUnauthenticated || ce.Code == core.CodeNotFound {
+		var ce *engine.Error
+		if !errors.As(err, &ce) || ce.Code == engine.CodeUnauthenticated || ce.Code == engine.CodeNotFound {
 			return nil, mapError(ctx, err)
 		}
 		st := mapError(ctx, err)

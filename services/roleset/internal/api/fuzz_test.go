@@ -9,7 +9,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
-	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 )
 
 // FuzzResolveReference feeds the request fields a worker controls through the handler's
@@ -46,7 +46,7 @@ func FuzzResolveReference(f *testing.F) {
 		if ref != "" && (datatable != "" || role != "") {
 			t.Fatal("accepted both forms")
 		}
-		back, err := dtref.Parse(r.String())
+		back, err := datatableref.Parse(r.String())
 		if err != nil || back != r {
 			t.Fatalf("not canonical: %+v -> %q -> %+v, %v", r, r.String(), back, err)
 		}

@@ -6,7 +6,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/validate"
-	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
@@ -17,12 +17,12 @@ const (
 	maxTenants         = 1000 // tenants of one role
 )
 
-// datatableName is the data-table name rule, dtref's (the name inside a reference obeys it).
+// datatableName is the data-table name rule, datatableref's (the name inside a reference obeys it).
 func datatableName(field, v string) error {
 	if err := validate.Required(field, v); err != nil {
 		return err
 	}
-	if !dtref.ValidName(v) {
+	if !datatableref.ValidName(v) {
 		return errs.InvalidField(field, "datatable_name", field+" must be 1-63 characters of [A-Za-z0-9_-]")
 	}
 	return nil

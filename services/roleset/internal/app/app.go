@@ -20,8 +20,8 @@ import (
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
-	"github.com/millwright/millwright/services/roleset/internal/core"
-	"github.com/millwright/millwright/services/roleset/internal/policyid"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
+	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/migrations"
 )
@@ -80,7 +80,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 		return nil, err
 	}
 	cl.Push(func() { _ = cc.Close() })
-	pol := policyid.New(cc)
+	pol := policyidentity.New(cc)
 	logger, err := server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
@@ -94,9 +94,9 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	var fol *stream.LiveFollower
 	// Cached answers only while both streams are connected and caught up: roleset's own (role
 	// disabled on another replica) and policy's (membership, run end).
-	cache := core.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
+	cache := engine.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
 	var sweeps SweepCounts
-	eng := core.New(core.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
+	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
 	cl.Push(eng.Close)
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
@@ -162,7 +162,7 @@ func sweepCollectors(c *SweepCounts) []prometheus.Collector {
 
 // Monitor runs the sweep (which also reconciles and finishes interrupted retires) every
 // interval, on every replica: it is safe concurrently. counts, if not nil, gets its totals.
-func Monitor(ctx context.Context, eng *core.Engine, every time.Duration, log *slog.Logger, counts *SweepCounts) error {
+func Monitor(ctx context.Context, eng *engine.Engine, every time.Duration, log *slog.Logger, counts *SweepCounts) error {
 	if counts == nil {
 		counts = &SweepCounts{}
 	}

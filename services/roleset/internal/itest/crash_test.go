@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 	"github.com/millwright/millwright/services/roleset/internal/target"
@@ -107,7 +107,7 @@ func TestCrashWindows(t *testing.T) {
 
 	t.Run("ensure: connection cut at random points", func(t *testing.T) {
 		f.policy.setMember(member{Email: "hal@x", Username: "hal", Groups: []string{"apac", "amer"}})
-		ref, err := dtref.Parse("datatable://main?as=viewer")
+		ref, err := datatableref.Parse("datatable://main?as=viewer")
 		require.NoError(t, err)
 		tok := f.viewerRun("hal@x")
 		for i := range 30 {

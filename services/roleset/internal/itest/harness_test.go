@@ -29,8 +29,8 @@ import (
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
-	"github.com/millwright/millwright/services/roleset/internal/core"
-	"github.com/millwright/millwright/services/roleset/internal/policyid"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
+	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 	"github.com/millwright/millwright/services/roleset/migrations"
@@ -195,10 +195,10 @@ type env struct {
 }
 
 type replica struct {
-	eng    *core.Engine
+	eng    *engine.Engine
 	stream *stream.Stream
 	fol    *stream.LiveFollower
-	cache  *core.Cache
+	cache  *engine.Cache
 	addr   string
 	cc     *grpc.ClientConn
 	pool   *pgxpool.Pool
@@ -344,7 +344,7 @@ func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 
 // start starts a replica: its own pools, stream listener, policy follower, caches and gRPC
 // server, sharing the databases with the others.
-func (e *env) start(opts ...func(*core.Config)) *replica {
+func (e *env) start(opts ...func(*engine.Config)) *replica {
 	t := e.t
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -357,14 +357,14 @@ func (e *env) start(opts ...func(*core.Config)) *replica {
 	keys, err := secret.ParseKeyring(e.keySpec)
 	require.NoError(t, err)
 	own := stream.New(pool, stream.Options{PollInterval: 200 * time.Millisecond, PruneInterval: -1})
-	pol := policyid.New(dial(t, e.policyAddr))
+	pol := policyidentity.New(dial(t, e.policyAddr))
 	r := &replica{stream: own, pool: pool}
-	r.cache = core.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
-	ccfg := core.Config{InstanceID: e.instance, Keys: keys}
+	r.cache = engine.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
+	ccfg := engine.Config{InstanceID: e.instance, Keys: keys}
 	for _, o := range opts {
 		o(&ccfg)
 	}
-	r.eng = core.New(ccfg, store.New(pool), pol, r.cache)
+	r.eng = engine.New(ccfg, store.New(pool), pol, r.cache)
 	r.fol = pol.Follower(r.eng, nil)
 	own.Subscribe(func(stream.Event) { r.eng.DropConnections() })
 	go func() { _ = own.Run(ctx) }()

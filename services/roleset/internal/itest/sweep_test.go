@@ -19,7 +19,7 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/services/roleset/internal/api"
-	"github.com/millwright/millwright/services/roleset/internal/core"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 )
@@ -109,7 +109,7 @@ func TestSweepBatches(t *testing.T) {
 	before := f.setLogins(t)
 	f.makeStale(t, stale...)
 
-	sweeper := f.start(func(c *core.Config) { c.SweepBatch = 2 })
+	sweeper := f.start(func(c *engine.Config) { c.SweepBatch = 2 })
 	res, err := sweeper.eng.Sweep(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, len(stale), res.Dropped, "one sweep drops every stale login, whatever the batch size")
@@ -138,7 +138,7 @@ func TestSweepOwnInstanceOnly(t *testing.T) {
 	ctx := context.Background()
 	a := f.r
 	otherInstance := "other-" + randHex(4)
-	b := f.start(func(c *core.Config) { c.InstanceID = otherInstance })
+	b := f.start(func(c *engine.Config) { c.InstanceID = otherInstance })
 	f.policy.setMember(member{Email: "gina@x", Username: "gina", Groups: []string{"emea", "amer"}})
 	f.policy.setMember(member{Email: "hal@x", Username: "hal", Groups: []string{"apac", "amer"}})
 
@@ -214,7 +214,7 @@ func (sweepTestTokens) Authenticate(_ context.Context, tok string) (auth.Identit
 }
 
 // serveSweepWithAuth serves the engine like the harness does, authenticating admin RPCs with authn.
-func serveSweepWithAuth(t *testing.T, eng *core.Engine, authn auth.Authenticator) *grpc.ClientConn {
+func serveSweepWithAuth(t *testing.T, eng *engine.Engine, authn auth.Authenticator) *grpc.ClientConn {
 	srv := &api.Server{Engine: eng}
 	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn)))
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
-	"github.com/millwright/millwright/services/roleset/internal/core"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
 )
 
 // pauser holds a replica at one Config.Step point: hook blocks the first caller that reaches
@@ -84,8 +84,8 @@ func TestSweepNeverDropsWhatAResolveHandsOut(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	var rp, sp pauser
-	res := f.start(func(c *core.Config) { c.Step = rp.hook })
-	sw := f.start(func(c *core.Config) { c.Step = sp.hook })
+	res := f.start(func(c *engine.Config) { c.Step = rp.hook })
+	sw := f.start(func(c *engine.Config) { c.Step = sp.hook })
 	viewer := "carol@x"
 
 	stale := func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestSweepNeverDropsWhatAResolveHandsOut(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	for _, step := range []string{core.StepEnsureRead, core.StepEnsureTouched} {
+	for _, step := range []string{engine.StepEnsureRead, engine.StepEnsureTouched} {
 		t.Run("resolve paused at "+step+", sweep runs", func(t *testing.T) {
 			stale(t)
 			var c *rolesetv1.ResolveConnectionResponse
@@ -125,10 +125,10 @@ func TestSweepNeverDropsWhatAResolveHandsOut(t *testing.T) {
 		res.eng.DropCaches()
 		var c *rolesetv1.ResolveConnectionResponse
 		var err error
-		require.True(t, interleave(t, &rp, core.StepEnsureLocked, resolve(&c, &err), sweep), "step not reached")
+		require.True(t, interleave(t, &rp, engine.StepEnsureLocked, resolve(&c, &err), sweep), "step not reached")
 		check(t, c, err)
 	})
-	for _, step := range []string{core.StepSweepListed, core.StepSweepLocked, core.StepRetireMoved} {
+	for _, step := range []string{engine.StepSweepListed, engine.StepSweepLocked, engine.StepRetireMoved} {
 		t.Run("sweep paused at "+step+", resolve runs", func(t *testing.T) {
 			stale(t)
 			var c *rolesetv1.ResolveConnectionResponse

@@ -14,8 +14,8 @@ import (
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/services/roleset/internal/api"
-	"github.com/millwright/millwright/services/roleset/internal/core"
-	"github.com/millwright/millwright/services/roleset/internal/policyid"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
+	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 )
@@ -130,7 +130,7 @@ func TestWarmPathNoDatabase(t *testing.T) {
 	t.Cleanup(pool.Close)
 	keys, err := secret.ParseKeyring(f.keySpec)
 	require.NoError(t, err)
-	eng := core.New(core.Config{InstanceID: f.instance, Keys: keys}, store.New(pool), policyid.New(dial(t, f.policyAddr)), f.r.cache)
+	eng := engine.New(engine.Config{InstanceID: f.instance, Keys: keys}, store.New(pool), policyidentity.New(dial(t, f.policyAddr)), f.r.cache)
 	t.Cleanup(eng.Close)
 	srv := &api.Server{Engine: eng}
 	conns := rolesetv1.NewConnectionServiceClient(dial(t, serveGRPC(t, srv.Register, interceptors())))

@@ -4,4 +4,4 @@
 // authenticates, runs the role lifecycle (create, enable, disable, rename, delete), the sweep
 // and the reconciler, and keeps the caches that make the warm path free of policy calls and
 // database writes. The race and crash windows are spelled out in docs/roleset.md.
-package core
+package engine

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/millwright/millwright/services/roleset/internal/dtref"
+	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
@@ -263,7 +263,7 @@ func toTenancyRole(r store.Role, tenants []string) tenancy.Role {
 
 // Decide applies the rules for a job token and a parsed reference. It reads policy (through
 // the cache) and the catalog, and writes nothing.
-func (e *Engine) Decide(ctx context.Context, token string, ref dtref.Ref) (*Decision, error) {
+func (e *Engine) Decide(ctx context.Context, token string, ref datatableref.Ref) (*Decision, error) {
 	run, err := e.run(ctx, token)
 	if err != nil {
 		return nil, err
@@ -447,7 +447,7 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 // nothing invalidated) is a map lookup: no policy call, no database read or write. A set
 // login's entry lives only while its row is known fresh (Connection.freshUntil), so the cache
 // never hands out a login a sweep may have dropped; after that the cold path reads the row.
-func (e *Engine) Resolve(ctx context.Context, token string, ref dtref.Ref) (Connection, error) {
+func (e *Engine) Resolve(ctx context.Context, token string, ref datatableref.Ref) (Connection, error) {
 	key := TokenHash(token) + "\x00" + ref.String()
 	if ce, ok := e.cache.conns.Lookup(key); ok {
 		return ce.conn, nil

@@ -1,4 +1,4 @@
-package dtref
+package datatableref
 
 import (
 	"errors"

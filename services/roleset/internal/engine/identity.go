@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -18,7 +18,7 @@ type Run struct {
 }
 
 // Identity is what the engine needs from policy. The gRPC implementation lives in package
-// policyid; a fake exists only for pure unit tests.
+// policyidentity; a fake exists only for pure unit tests.
 type Identity interface {
 	// RunIdentity authenticates a job token and returns its run. ErrUnauthenticated for an
 	// unknown, finished or revoked token; any other error is a failure to decide.

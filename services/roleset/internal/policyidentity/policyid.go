@@ -1,4 +1,4 @@
-package policyid
+package policyidentity
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/roleset/internal/core"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
 
-// Client implements core.Identity over a connection to policy (dialed with the service token).
+// Client implements engine.Identity over a connection to policy (dialed with the service token).
 type Client struct {
 	runs       policyv1.RunServiceClient
 	workspaces policyv1.WorkspaceServiceClient
@@ -27,21 +27,21 @@ func New(cc grpc.ClientConnInterface) *Client {
 	return &Client{runs: policyv1.NewRunServiceClient(cc), workspaces: policyv1.NewWorkspaceServiceClient(cc), events: policyv1.NewEventServiceClient(cc)}
 }
 
-// RunIdentity implements core.Identity.
-func (c *Client) RunIdentity(ctx context.Context, token string) (core.Run, error) {
+// RunIdentity implements engine.Identity.
+func (c *Client) RunIdentity(ctx context.Context, token string) (engine.Run, error) {
 	resp, err := c.runs.GetRunIdentity(ctx, &policyv1.GetRunIdentityRequest{JobToken: token})
 	if err != nil {
 		if status.Code(err) == codes.Unauthenticated || status.Code(err) == codes.NotFound {
-			return core.Run{}, core.ErrUnauthenticated
+			return engine.Run{}, engine.ErrUnauthenticated
 		}
-		return core.Run{}, err
+		return engine.Run{}, err
 	}
 	r := resp.GetRun()
-	return core.Run{Workspace: r.GetWorkspace(), JobID: r.GetJobId(), PermissionedAs: r.GetPermissionedAs(),
+	return engine.Run{Workspace: r.GetWorkspace(), JobID: r.GetJobId(), PermissionedAs: r.GetPermissionedAs(),
 		Origin: r.GetOrigin().String(), HasViewer: r.GetHasViewer(), ViewerEmail: r.GetViewerEmail()}, nil
 }
 
-// Tenancy implements core.Identity.
+// Tenancy implements engine.Identity.
 func (c *Client) Tenancy(ctx context.Context, ws, email string) (tenancy.Identity, error) {
 	return c.resolve(ctx, &policyv1.ResolveTenancyRequest{Workspace: ws, Email: email})
 }
@@ -51,7 +51,7 @@ func (c *Client) resolve(ctx context.Context, req *policyv1.ResolveTenancyReques
 	if err != nil {
 		switch status.Code(err) {
 		case codes.NotFound, codes.PermissionDenied:
-			return tenancy.Identity{}, core.ErrNotMember
+			return tenancy.Identity{}, engine.ErrNotMember
 		default:
 			return tenancy.Identity{}, err
 		}
@@ -59,11 +59,11 @@ func (c *Client) resolve(ctx context.Context, req *policyv1.ResolveTenancyReques
 	return FromProto(resp), nil
 }
 
-// OwnerTenancy implements core.Identity: a run's permissioned_as is "u/<username>", resolved
+// OwnerTenancy implements engine.Identity: a run's permissioned_as is "u/<username>", resolved
 // by username; a group owner names no user and reaches no role.
-func (c *Client) OwnerTenancy(ctx context.Context, r core.Run) (tenancy.Identity, error) {
+func (c *Client) OwnerTenancy(ctx context.Context, r engine.Run) (tenancy.Identity, error) {
 	if !strings.HasPrefix(r.PermissionedAs, "u/") {
-		return tenancy.Identity{}, core.ErrNotMember // a group owner names no user
+		return tenancy.Identity{}, engine.ErrNotMember // a group owner names no user
 	}
 	id, err := c.resolve(ctx, &policyv1.ResolveTenancyRequest{Workspace: r.Workspace,
 		Username: strings.TrimPrefix(r.PermissionedAs, "u/")})
@@ -71,7 +71,7 @@ func (c *Client) OwnerTenancy(ctx context.Context, r core.Run) (tenancy.Identity
 		return id, err
 	}
 	if id.Username != strings.TrimPrefix(r.PermissionedAs, "u/") {
-		return tenancy.Identity{}, core.ErrNotMember
+		return tenancy.Identity{}, engine.ErrNotMember
 	}
 	return id, nil
 }
@@ -87,7 +87,7 @@ func FromProto(resp *policyv1.ResolveTenancyResponse) tenancy.Identity {
 
 // Follower returns the follower of policy's Watch (every kind, from the head) that drops eng's
 // caches: its Live is half of the engine cache's liveness (with roleset's own stream). Run it.
-func (c *Client) Follower(eng *core.Engine, logger *slog.Logger) *stream.LiveFollower {
+func (c *Client) Follower(eng *engine.Engine, logger *slog.Logger) *stream.LiveFollower {
 	return stream.NewLiveFollower(stream.LiveOptions{
 		Open: func(ctx context.Context, after int64) (stream.Receiver, error) {
 			s, err := c.events.Watch(ctx, &policyv1.WatchRequest{AfterId: after})
