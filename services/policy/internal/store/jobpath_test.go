@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/services/policy/internal/policy"
@@ -114,4 +116,65 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: policy.OriginJobToken,
 		CredentialDigest: parentDigest, TokenID: policy.NewTokenID(), TokenDigest: d, ExpiresAt: time.Now().Add(time.Hour)})
 	require.ErrorIs(t, err, policy.ErrBadCredential)
+}
+
+// countingTracer counts the statements a pool sends (BEGIN and COMMIT included: pgx sends them
+// as statements of their own).
+type countingTracer struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sql = append(c.sql, d.SQL)
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *countingTracer) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.sql
+	c.sql = nil
+	return out
+}
+
+// RecordRun and FinishRun are one round trip each (was 6 for RecordRun: BEGIN, workspace,
+// credential, run, token, COMMIT): what a job costs policy's database besides its commits.
+func TestRecordAndFinishAreOneStatementEach(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.DSN(t))
+	require.NoError(t, err)
+	tr := &countingTracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s := store.New(pool)
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	_, user := policy.NewSecret(policy.PrefixUser)
+	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: policy.NewTokenID(), Digest: user, Workspace: "w",
+		Username: "admin", ExpiresAt: time.Now().Add(time.Hour)}))
+	parent, parentDigest := liveRun(t, s, "w")
+	tr.take()
+
+	for _, n := range []store.NewRun{
+		{Origin: policy.OriginDirect, CredentialDigest: user, PermissionedAs: "u/admin"},
+		{Origin: policy.OriginJobToken, CredentialDigest: parentDigest},
+		{Origin: policy.OriginSchedule, PermissionedAs: "u/admin"},
+	} {
+		_, d := policy.NewSecret(policy.PrefixJob)
+		n.Workspace, n.JobID, n.TokenID, n.TokenDigest, n.ExpiresAt = "w", newJobID(), policy.NewTokenID(), d, time.Now().Add(time.Hour)
+		run, err := s.RecordRun(ctx, n)
+		require.NoError(t, err)
+		require.Len(t, tr.take(), 1, "RecordRun (%s) is one statement", n.Origin)
+		if n.Origin == policy.OriginJobToken {
+			require.Equal(t, parent, run.ParentJobID)
+		}
+		require.NoError(t, s.FinishRun(ctx, "w", n.JobID))
+		require.Len(t, tr.take(), 1, "FinishRun is one statement")
+	}
 }
