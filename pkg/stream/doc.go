@@ -12,9 +12,10 @@
 // id below which no transaction is still committing (a reader-writer lock: see UpgradeSQL's
 // comment). Watch serves a backlog from the table and then switches to the events the
 // local listener delivers, subscribing before it reads the backlog so the two phases overlap
-// and duplicates are dropped by id. Old rows are pruned after Options.Retention; pruning
-// records the highest deleted id in stream_state so a consumer resuming from before it is
-// told to resync (ResyncError) rather than silently missing events. Consumers that must not
+// and duplicates are dropped by id. Old rows are pruned after Options.Retention by dropping
+// whole time partitions of the outbox (Prune; a quarter of the retention each, so O(1) per
+// period); pruning records the highest dropped id in stream_state so a consumer resuming from
+// before it is told to resync (ResyncError) rather than silently missing events. Consumers that must not
 // lose or repeat an effect (billing's projection) persist the last applied id in the same
 // transaction as the effect; Follow resumes from it.
 package stream

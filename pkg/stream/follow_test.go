@@ -205,7 +205,7 @@ func TestFollowResyncsWhenBehindTheWindow(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
 	pool := newPool(t, newDB(t))
-	s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1})
+	s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1, Clock: twoDaysAhead})
 	startStream(t, s)
 	srv := serve(t, s, "127.0.0.1:0")
 	for i := range 10 {

@@ -140,6 +140,9 @@ func waitHead(t testing.TB, s *stream.Stream, pool *pgxpool.Pool) int64 {
 	return h
 }
 
+// twoDaysAhead is a Prune clock past every partition made so far.
+func twoDaysAhead() time.Time { return time.Now().Add(48 * time.Hour) }
+
 func insertItem(t testing.TB, pool *pgxpool.Pool, name string) {
 	t.Helper()
 	_, err := pool.Exec(context.Background(), `INSERT INTO item (name) VALUES ($1)`, name)

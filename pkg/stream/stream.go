@@ -34,6 +34,8 @@ type Options struct {
 	StartAfter *int64
 	// Logger receives reconnects and prune errors. Default slog.Default().
 	Logger *slog.Logger
+	// Clock is the time Prune removes and creates partitions at. Default time.Now; tests move it.
+	Clock func() time.Time
 }
 
 // listenerAppName is the application_name of the LISTEN connection, so operators (and tests)
@@ -95,6 +97,9 @@ func New(pool *pgxpool.Pool, opts Options) *Stream {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	s := &Stream{
 		pool:         pool,
@@ -372,15 +377,16 @@ func (s *Stream) pruneLoop(ctx context.Context) {
 	}
 }
 
-// pruneSQL deletes one batch of expired rows and raises pruned_through to the highest deleted
-// id in the same statement (one transaction), keeping "every deleted id <= pruned_through".
+// pruneDefaultSQL deletes one batch of expired rows of the default partition (rows written
+// while no range partition covered their time: normally none) and raises pruned_through to the
+// highest deleted id in the same statement, keeping "every deleted id <= pruned_through".
 // SKIP LOCKED lets replicas prune concurrently without waiting on each other; greatest()
 // keeps pruned_through from going down when they commit out of order.
-const pruneSQL = `
+const pruneDefaultSQL = `
 WITH d AS (
-    DELETE FROM stream_outbox WHERE id IN (
-        SELECT id FROM stream_outbox
-         WHERE created_at < now() - $1::bigint * interval '1 microsecond'
+    DELETE FROM stream_outbox_default WHERE id IN (
+        SELECT id FROM stream_outbox_default
+         WHERE created_at < $1
          ORDER BY id LIMIT $2
            FOR UPDATE SKIP LOCKED)
     RETURNING id
@@ -390,13 +396,114 @@ WITH d AS (
 )
 SELECT count(*) FROM d`
 
-// Prune deletes outbox rows older than Options.Retention, in batches, and returns how many it
-// deleted. Run calls it every PruneInterval; it is exported for operators and tests.
+// partitionsSQL lists the range partitions of the outbox with their bounds (NULL lower bound:
+// MINVALUE), oldest first.
+const partitionsSQL = `
+SELECT c.relname,
+       (regexp_match(b, 'FROM \(''([^'']*)''\)'))[1]::timestamptz,
+       (regexp_match(b, 'TO \(''([^'']*)''\)'))[1]::timestamptz
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+CROSS JOIN LATERAL pg_get_expr(c.relpartbound, c.oid) AS b
+WHERE i.inhparent = 'stream_outbox'::regclass AND b <> 'DEFAULT'
+ORDER BY 3`
+
+// partitionLock serialises partition maintenance between replicas (a try-lock: a replica that
+// finds it taken skips its pass).
+const partitionLock = 7294013770136241412
+
+// PartitionPeriod is the time span of one outbox partition: a quarter of the retention, at
+// least a minute, so about five partitions exist at a time and a row outlives the retention by
+// at most one period.
+func PartitionPeriod(retention time.Duration) time.Duration {
+	return max(retention/4, time.Minute).Truncate(time.Second)
+}
+
+// Prune removes the outbox rows older than Options.Retention at the clock's time
+// (Options.Clock): every range partition whose range ended before then is dropped whole, after
+// pruned_through is raised to its highest id in the same transaction (a consumer resuming
+// from a dropped id is told to resync), and the expired rows of the default partition are
+// deleted; then it creates the partitions of the next two periods. Run calls it every
+// PruneInterval; replicas skip a pass another one is making. It returns the number of
+// partitions dropped plus rows deleted from the default partition.
+//
+// Dropping a partition takes an ACCESS EXCLUSIVE lock on the outbox for an instant (every
+// writer of an event waits for it); lock_timeout bounds the wait at 100 ms, and a pass that
+// times out leaves the partition to the next one.
 func (s *Stream) Prune(ctx context.Context) (int64, error) {
+	now := s.opts.Clock()
+	cutoff := now.Add(-s.opts.Retention)
 	var total int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(partitionLock)).Scan(&got); err != nil || !got {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, partitionsSQL)
+		if err != nil {
+			return err
+		}
+		type part struct {
+			name   string
+			lo, hi *time.Time
+		}
+		parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (part, error) {
+			var p part
+			return p, r.Scan(&p.name, &p.lo, &p.hi)
+		})
+		if err != nil {
+			return err
+		}
+		var last time.Time
+		for _, p := range parts {
+			if p.hi != nil && !p.hi.After(cutoff) {
+				if _, err := tx.Exec(ctx, `UPDATE stream_state SET pruned_through = greatest(pruned_through,
+					(SELECT coalesce(max(id), 0) FROM `+pgx.Identifier{p.name}.Sanitize()+`))`); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `DROP TABLE `+pgx.Identifier{p.name}.Sanitize()); err != nil {
+					return err
+				}
+				total++
+				continue
+			}
+			if p.hi != nil && p.hi.After(last) {
+				last = *p.hi
+			}
+		}
+		// The next partitions continue the chain; after a long stop (or a clock moved ahead)
+		// they start at the current period, and never below a row of the default partition
+		// (creating a range over its rows would fail).
+		period := PartitionPeriod(s.opts.Retention)
+		var defMax *time.Time
+		if err := tx.QueryRow(ctx, `SELECT max(created_at) FROM stream_outbox_default`).Scan(&defMax); err != nil {
+			return err
+		}
+		from := last
+		if from.Before(now.Add(-period)) {
+			from = now.Truncate(period)
+		}
+		if defMax != nil && !from.After(*defMax) {
+			from = defMax.Add(time.Second).Truncate(time.Second)
+		}
+		for ; from.Before(now.Add(2 * period)); from = from.Add(period) {
+			name := "stream_outbox_p" + from.UTC().Format("20060102t150405")
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s PARTITION OF stream_outbox FOR VALUES FROM ('%s') TO ('%s')`,
+				pgx.Identifier{name}.Sanitize(), from.UTC().Format(time.RFC3339Nano), from.Add(period).UTC().Format(time.RFC3339Nano))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("stream: prune partitions: %w", err)
+	}
 	for {
 		var n int64
-		err := s.pool.QueryRow(ctx, pruneSQL, s.opts.Retention.Microseconds(), batchSize).Scan(&n)
+		err := s.pool.QueryRow(ctx, pruneDefaultSQL, cutoff, batchSize).Scan(&n)
 		if err != nil {
 			return total, fmt.Errorf("stream: prune: %w", err)
 		}

@@ -86,6 +86,55 @@ BEGIN
       INTO h;
     RETURN h;
 END $$;
+
+-- The outbox partitioned by time (issue 12), so that pruning drops whole partitions (O(1) per
+-- period) instead of deleting rows. Skipped once stream_outbox is partitioned. Existing rows
+-- stay where they are: the old table becomes the partition stream_outbox_legacy, covering
+-- everything up to the hour after its newest row, dropped like any other partition once that
+-- bound is older than the retention. Ids keep growing from where the identity stopped (a
+-- sequence: PostgreSQL 15 has no identity columns on partitioned tables). The default
+-- partition catches rows outside every range, so a write never fails for want of a partition;
+-- Stream.Prune creates the partitions ahead and deletes the default's expired rows.
+DO $upgrade$
+DECLARE
+    next  bigint;
+    bound timestamptz;
+BEGIN
+    IF (SELECT relkind FROM pg_class WHERE oid = 'stream_outbox'::regclass) = 'p' THEN
+        RETURN;
+    END IF;
+    EXECUTE format('SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %s',
+                   pg_get_serial_sequence('stream_outbox', 'id')) INTO next;
+    ALTER TABLE stream_outbox RENAME TO stream_outbox_legacy;
+    -- The partition gets the parent's primary key (id, created_at) at ATTACH: it leads with id.
+    ALTER TABLE stream_outbox_legacy DROP CONSTRAINT stream_outbox_pkey;
+    ALTER INDEX stream_outbox_created_at_idx RENAME TO stream_outbox_legacy_created_at_idx;
+    ALTER TABLE stream_outbox_legacy ALTER COLUMN id DROP IDENTITY;
+    EXECUTE format('CREATE SEQUENCE stream_outbox_id_seq START WITH %s', next);
+    CREATE TABLE stream_outbox (
+        id         bigint      NOT NULL DEFAULT nextval('stream_outbox_id_seq'),
+        kind       text        NOT NULL,
+        workspace  text        NOT NULL DEFAULT '',
+        key        text        NOT NULL DEFAULT '',
+        op         text        NOT NULL,
+        payload    jsonb       NOT NULL DEFAULT '{}'::jsonb,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (id, created_at)
+    ) PARTITION BY RANGE (created_at);
+    ALTER SEQUENCE stream_outbox_id_seq OWNED BY stream_outbox.id;
+    CREATE INDEX stream_outbox_created_at_idx ON stream_outbox (created_at);
+    bound := date_trunc('hour', now()) + interval '1 hour';
+    IF EXISTS (SELECT 1 FROM stream_outbox_legacy) THEN
+        bound := greatest(bound, date_trunc('hour', (SELECT max(created_at) FROM stream_outbox_legacy)) + interval '1 hour');
+        EXECUTE format('ALTER TABLE stream_outbox ATTACH PARTITION stream_outbox_legacy FOR VALUES FROM (MINVALUE) TO (%L)', bound);
+    ELSE
+        DROP TABLE stream_outbox_legacy;
+        bound := date_trunc('hour', now());
+    END IF;
+    EXECUTE format('CREATE TABLE %I PARTITION OF stream_outbox FOR VALUES FROM (%L) TO (%L)',
+                   'stream_outbox_p' || to_char(bound AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS'), bound, bound + interval '1 day');
+    CREATE TABLE stream_outbox_default PARTITION OF stream_outbox DEFAULT;
+END $upgrade$;
 `
 
 // upgradeLock serialises UpgradeSQL runs (replicas migrating together).

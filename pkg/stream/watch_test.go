@@ -176,7 +176,7 @@ func TestWatchResyncAfterPrune(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
 	pool := newPool(t, newDB(t))
-	s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1, HeartbeatInterval: 20 * time.Millisecond})
+	s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1, HeartbeatInterval: 20 * time.Millisecond, Clock: twoDaysAhead})
 	startStream(t, s)
 	for i := range 5 {
 		insertItem(t, pool, fmt.Sprint(i))

@@ -119,6 +119,9 @@ type Parts struct {
 // replicas and the other services fit in max_connections = 100.
 const defaultMaxConns = 24
 
+// jobPoolConns is the job path's pool: two kinds of statement, up to 4 batches of each in flight.
+const jobPoolConns = 8
+
 // Run serves the policy service until ctx ends, with o as given (zero knobs take their
 // defaults, o.SeatChecker as is): tests and embedders that wire their own seat checker.
 func Run(ctx context.Context, cfg server.Config, o Options) error {
@@ -157,9 +160,22 @@ func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers
 		return nil, fmt.Errorf("policy: database: %w", err)
 	}
 	cl.Push(pool.Close)
+	// The job path (RecordRun, FinishRun) runs on its own few connections with generic plans:
+	// its statements probe every retained partition of run and token, and a custom plan per
+	// call cost several times the execution (docs/benchmarks.md, job path). Group commit
+	// (store/batch.go) keeps at most 4 batches of each in flight, so 8 connections suffice.
+	jcfg := pcfg.Copy()
+	jcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	jcfg.MaxConns, jcfg.MinConns = jobPoolConns, 0
+	jobs, err := pgxpool.NewWithConfig(ctx, jcfg)
+	if err != nil {
+		return nil, fmt.Errorf("policy: database: %w", err)
+	}
+	cl.Push(jobs.Close)
 
 	st := stream.New(pool, o.Stream)
 	db := store.New(pool)
+	db.SetJobPool(jobs)
 	maint := maintainer(db, o)
 	if err := maint.Check(); err != nil {
 		return nil, err

@@ -21,6 +21,8 @@ type Run struct {
 	TokenID        string
 	CreatedAt      time.Time
 	FinishedAt     *time.Time
+
+	refused string // recordRunsSQL's reason for not recording it ("" when recorded)
 }
 
 // NewRun is what RecordRun needs. There is no viewer field: RecordRun computes it.
@@ -39,93 +41,158 @@ type NewRun struct {
 	ExpiresAt   time.Time
 }
 
-// RecordRun records a starting run and its job token in one transaction. The viewer is
-// decided here and only here, from the origin: the email of the enabled member the user
-// credential authenticates, the viewer recorded for the live run the job credential belongs
-// to, or none. The credential is authenticated in the same transaction (FOR SHARE), so a
-// concurrent revoke or FinishRun of the parent cannot slip between the check and the insert.
+// recordRunsSQL records a batch of runs and their job tokens in one statement: one round trip
+// and one implicit transaction, however many runs (group commit, batch.go). Per item it
+// authenticates the credential (FOR SHARE: a concurrent revoke or FinishRun of the parent
+// waits for us, or we see it, as when this was a transaction of six statements), decides the
+// viewer from the origin's viewer source (src: none, user or parent, decided in Go), and
+// inserts the run and its token only if nothing is wrong; err names what was, in the order
+// the checks were made before (workspace, credential, its workspace, permissioned_as). The
+// run's stream event comes from its insert trigger. A duplicate job id fails the whole
+// statement (the run_job_id_unique trigger); the batcher then runs each item alone.
+const recordRunsSQL = `
+WITH req AS (
+    SELECT * FROM unnest($1::int[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::bytea[], $7::text[],
+                         $8::text[], $9::bytea[], $10::timestamptz[])
+        AS q(i, ws, job_id, permissioned_as, origin, cred, src, token_id, token_digest, expires_at)
+), c AS (
+    SELECT q.i, t.kind, t.workspace_id, m.email, r.viewer_email AS parent_viewer,
+           r.permissioned_as AS parent_pa, r.job_id AS parent_job,
+           (t.kind = 'user' AND m.username IS NOT NULL AND NOT m.disabled)
+           OR (t.kind = 'job' AND r.job_id IS NOT NULL AND r.finished_at IS NULL) AS live
+    FROM req q
+    JOIN token t ON t.digest = q.cred AND t.revoked_at IS NULL AND t.expires_at > now()
+    LEFT JOIN member m ON m.workspace_id = t.workspace_id AND m.username = t.username
+    LEFT JOIN run r ON r.job_id = t.job_id AND r.workspace_id = t.workspace_id
+    FOR SHARE OF t
+), d AS (
+    SELECT q.*,
+           CASE q.src WHEN 'user' THEN c.email WHEN 'parent' THEN c.parent_viewer END AS viewer,
+           CASE WHEN q.src = 'parent' THEN c.parent_job END AS parent,
+           CASE WHEN q.src = 'parent' AND q.permissioned_as = '' THEN coalesce(c.parent_pa, '') ELSE q.permissioned_as END AS pa,
+           CASE
+               WHEN NOT EXISTS (SELECT 1 FROM workspace w WHERE w.id = q.ws) THEN 'workspace'
+               WHEN q.src = 'none' THEN NULL
+               WHEN c.kind IS NULL OR NOT c.live
+                    OR c.kind <> CASE q.src WHEN 'user' THEN 'user' ELSE 'job' END THEN 'credential'
+               WHEN c.workspace_id <> q.ws THEN 'credential_workspace'
+               WHEN q.src = 'parent' AND q.permissioned_as NOT IN ('', c.parent_pa) THEN 'permissioned_as'
+           END AS err
+    FROM req q LEFT JOIN c ON c.i = q.i
+), ok AS (
+    SELECT * FROM d WHERE err IS NULL AND pa <> ''
+), ir AS (
+    INSERT INTO run (job_id, workspace_id, permissioned_as, origin, viewer_email, parent_job_id, token_id)
+    SELECT job_id, ws, pa, origin, viewer, parent, token_id FROM ok
+    RETURNING job_id, created_at
+), it AS (
+    INSERT INTO token (id, digest, kind, workspace_id, job_id, expires_at)
+    SELECT token_id, token_digest, 'job', ws, job_id, expires_at FROM ok
+)
+SELECT d.i, coalesce(d.err, CASE WHEN d.pa = '' THEN 'permissioned_as' END), d.pa, d.viewer,
+       coalesce(d.parent::text, ''), ir.created_at
+FROM d LEFT JOIN ir ON ir.job_id = d.job_id
+ORDER BY d.i`
+
+// RecordRun records a starting run and its job token, atomically, in one statement (batched
+// with concurrent calls: recordRunsSQL). The viewer is decided here and only here, from the
+// origin: the email of the enabled member the user credential authenticates, the viewer
+// recorded for the live run the job credential belongs to, or none. The credential is
+// authenticated in the same statement (FOR SHARE), so a concurrent revoke or FinishRun of
+// the parent cannot slip between the check and the insert. The job token authenticates once
+// RecordRun returns: the statement has committed.
 func (s *Store) RecordRun(ctx context.Context, n NewRun) (Run, error) {
 	src, ok := policy.ViewerSourceOf(n.Origin)
 	if !ok {
 		return Run{}, fmt.Errorf("unknown origin %q", n.Origin)
 	}
-	var run Run
-	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := workspaceExists(ctx, tx, n.Workspace); err != nil {
-			return err
-		}
-		run = Run{Workspace: n.Workspace, JobID: n.JobID, PermissionedAs: n.PermissionedAs, Origin: n.Origin, TokenID: n.TokenID}
-		switch src {
-		case policy.ViewerNone:
-			if n.CredentialDigest != nil {
-				return policy.ErrCredentialUnused
-			}
-		case policy.ViewerUser:
-			if n.CredentialDigest == nil {
-				return policy.ErrCredentialNeeded
-			}
-			id, err := authenticate(ctx, tx, n.CredentialDigest, true)
-			if err != nil {
-				return err
-			}
-			if id.Kind != TokenUser {
-				return policy.ErrBadCredential
-			}
-			if id.Workspace != n.Workspace {
-				return policy.ErrWrongWorkspace
-			}
-			email := id.Email
-			run.Viewer = &email
-		case policy.ViewerParent:
-			if n.CredentialDigest == nil {
-				return policy.ErrCredentialNeeded
-			}
-			id, err := authenticate(ctx, tx, n.CredentialDigest, true)
-			if err != nil {
-				return err
-			}
-			if id.Kind != TokenJob {
-				return policy.ErrBadCredential
-			}
-			if id.Workspace != n.Workspace {
-				return policy.ErrWrongWorkspace
-			}
-			parent, err := runByID(ctx, tx, id.JobID)
-			if err != nil {
-				return err
-			}
-			run.Viewer = parent.Viewer
-			run.ParentJobID = parent.JobID
-			switch run.PermissionedAs {
-			case "":
-				run.PermissionedAs = parent.PermissionedAs
-			case parent.PermissionedAs:
-			default:
-				return policy.ErrPermissionedAs
-			}
-		}
-		if run.PermissionedAs == "" {
-			return policy.ErrPermissionedAs
-		}
-		var parent *string
-		if run.ParentJobID != "" {
-			parent = &run.ParentJobID
-		}
-		err := tx.QueryRow(ctx, `
-			INSERT INTO run (job_id, workspace_id, permissioned_as, origin, viewer_email, parent_job_id, token_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at`,
-			run.JobID, run.Workspace, run.PermissionedAs, string(run.Origin), run.Viewer, parent, run.TokenID).Scan(&run.CreatedAt)
-		if isUnique(err, "run_pkey") {
-			return policy.ErrAlreadyExists
-		}
+	switch {
+	case src == policy.ViewerNone && n.CredentialDigest != nil:
+		return Run{}, policy.ErrCredentialUnused
+	case src != policy.ViewerNone && n.CredentialDigest == nil:
+		return Run{}, policy.ErrCredentialNeeded
+	}
+	r, err := s.records.do(ctx, n)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := refusal(r); err != nil {
+		return Run{}, err
+	}
+	return r, nil
+}
+
+// recordRuns executes recordRunsSQL for a batch.
+func (s *Store) recordRuns(ctx context.Context, ns []NewRun) ([]Run, error) {
+	k := len(ns)
+	idx, wss, jobs, pas, origins, srcs, tids := make([]int32, k), make([]string, k), make([]string, k),
+		make([]string, k), make([]string, k), make([]string, k), make([]string, k)
+	creds, digests, expires := make([][]byte, k), make([][]byte, k), make([]time.Time, k)
+	for i, n := range ns {
+		src, _ := policy.ViewerSourceOf(n.Origin)
+		idx[i], wss[i], jobs[i], pas[i], origins[i], tids[i] = int32(i), n.Workspace, n.JobID, n.PermissionedAs, string(n.Origin), n.TokenID
+		srcs[i] = map[policy.ViewerSource]string{policy.ViewerNone: "none", policy.ViewerUser: "user", policy.ViewerParent: "parent"}[src]
+		creds[i], digests[i], expires[i] = n.CredentialDigest, n.TokenDigest, n.ExpiresAt
+	}
+	var out []Run
+	err := s.retry(ctx, func() error {
+		out = make([]Run, 0, k)
+		rows, err := s.jobs.Query(ctx, recordRunsSQL, idx, wss, jobs, pas, origins, creds, srcs, tids, digests, expires)
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO token (id, digest, kind, workspace_id, job_id, expires_at) VALUES ($1, $2, 'job', $3, $4, $5)`,
-			n.TokenID, n.TokenDigest, n.Workspace, n.JobID, n.ExpiresAt)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			var i int32
+			var bad *string
+			var created *time.Time
+			var r Run
+			if err := rows.Scan(&i, &bad, &r.PermissionedAs, &r.Viewer, &r.ParentJobID, &created); err != nil {
+				return err
+			}
+			n := ns[i]
+			r.Workspace, r.JobID, r.Origin, r.TokenID = n.Workspace, n.JobID, n.Origin, n.TokenID
+			if bad == nil && created == nil {
+				return fmt.Errorf("record run %s: no row inserted and no reason", n.JobID)
+			}
+			if created != nil {
+				r.CreatedAt = *created
+			}
+			out = append(out, r)
+			if bad != nil {
+				// Not a statement error: carried per item (batch.go reads it from Run).
+				out[len(out)-1].refused = *bad
+			}
+		}
+		return rows.Err()
 	})
-	return run, err
+	if isUnique(err, "run_pkey") && k == 1 {
+		return nil, policy.ErrAlreadyExists
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != k {
+		return nil, fmt.Errorf("record run: %d results for %d runs", len(out), k)
+	}
+	return out, nil
+}
+
+// refusal maps recordRunsSQL's err column to the domain error.
+func refusal(r Run) error {
+	switch r.refused {
+	case "":
+		return nil
+	case "workspace":
+		return policy.NotFound("workspace", r.Workspace)
+	case "credential":
+		return policy.ErrBadCredential
+	case "credential_workspace":
+		return policy.ErrWrongWorkspace
+	case "permissioned_as":
+		return policy.ErrPermissionedAs
+	}
+	return fmt.Errorf("record run %s: unknown refusal %q", r.JobID, r.refused)
 }
 
 const runColumns = `job_id::text, workspace_id, permissioned_as, origin, viewer_email, coalesce(parent_job_id::text, ''), token_id, created_at, finished_at`
@@ -163,27 +230,32 @@ func (s *Store) RunByToken(ctx context.Context, digest []byte) (Run, error) {
 	return run, err
 }
 
-// finishRunSQL finishes a run and revokes its job token in one statement (one round trip, one
-// implicit transaction; events "run" and "token"). Both UPDATEs see the same snapshot and
-// re-check their row after waiting for a concurrent writer, so two racing calls finish and
-// revoke once. It answers whether the run exists in that workspace.
-const finishRunSQL = `
-WITH r AS (
-    SELECT token_id FROM run WHERE job_id = $1 AND workspace_id = $2
+// finishRunsSQL finishes a batch of runs and revokes their job tokens in one statement (one
+// round trip, one implicit transaction; events "run" and "token" from the triggers). The
+// UPDATEs see one snapshot and re-check their rows after waiting for a concurrent writer, so
+// two racing calls finish and revoke once. It answers, per item, whether the run exists in
+// that workspace.
+const finishRunsSQL = `
+WITH req AS (
+    SELECT * FROM unnest($1::int[], $2::uuid[], $3::text[]) AS q(i, job_id, ws)
+), r AS (
+    SELECT q.i, run.token_id FROM req q JOIN run ON run.job_id = q.job_id AND run.workspace_id = q.ws
 ), fr AS (
-    UPDATE run SET finished_at = now() WHERE job_id = $1 AND workspace_id = $2 AND finished_at IS NULL
+    UPDATE run SET finished_at = now() FROM req q
+    WHERE run.job_id = q.job_id AND run.workspace_id = q.ws AND run.finished_at IS NULL
 ), ft AS (
-    UPDATE token SET revoked_at = now() WHERE id = (SELECT token_id FROM r) AND revoked_at IS NULL
+    UPDATE token SET revoked_at = now()
+    WHERE kind = 'job' AND id IN (SELECT token_id FROM r) AND revoked_at IS NULL
 )
-SELECT EXISTS (SELECT 1 FROM r)`
+SELECT q.i, EXISTS (SELECT 1 FROM r WHERE r.i = q.i) FROM req q ORDER BY q.i`
+
+type finish struct{ ws, jobID string }
 
 // FinishRun marks a run finished and revokes its job token atomically (events "run" and
-// "token"). Finishing a finished run succeeds and changes nothing.
+// "token"), batched with concurrent calls; the token is refused once FinishRun returns.
+// Finishing a finished run succeeds and changes nothing.
 func (s *Store) FinishRun(ctx context.Context, ws, jobID string) error {
-	var found bool
-	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, finishRunSQL, jobID, ws).Scan(&found)
-	})
+	found, err := s.finishes.do(ctx, finish{ws, jobID})
 	if err != nil {
 		return err
 	}
@@ -191,4 +263,39 @@ func (s *Store) FinishRun(ctx context.Context, ws, jobID string) error {
 		return policy.NotFound("run", jobID)
 	}
 	return nil
+}
+
+func (s *Store) finishRuns(ctx context.Context, fs []finish) ([]bool, error) {
+	k := len(fs)
+	idx, jobs, wss := make([]int32, k), make([]string, k), make([]string, k)
+	for i, f := range fs {
+		idx[i], jobs[i], wss[i] = int32(i), f.jobID, f.ws
+	}
+	var out []bool
+	err := s.retry(ctx, func() error {
+		out = make([]bool, k)
+		rows, err := s.jobs.Query(ctx, finishRunsSQL, idx, jobs, wss)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var i int32
+			var found bool
+			if err := rows.Scan(&i, &found); err != nil {
+				return err
+			}
+			out[i] = found
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if n != k {
+			return fmt.Errorf("finish run: %d results for %d runs", n, k)
+		}
+		return nil
+	})
+	return out, err
 }

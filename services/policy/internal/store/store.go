@@ -17,10 +17,34 @@ import (
 // Store is the policy database.
 type Store struct {
 	pool *pgxpool.Pool
+	// jobs runs the job path's statements (RecordRun, FinishRun): pool unless SetJobPool
+	// gave one with generic plans.
+	jobs     *pgxpool.Pool
+	records  *batcher[NewRun, Run]
+	finishes *batcher[finish, bool]
 }
 
+// Group commit bounds (batch.go): runs per statement, and statements of one kind in flight
+// at once (each holds a connection through its COMMIT).
+const (
+	maxBatch = 128
+	maxFlush = 4
+)
+
 // New returns a Store over pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store {
+	s := &Store{pool: pool, jobs: pool}
+	s.records = newBatcher(maxBatch, maxFlush, s.recordRuns)
+	s.finishes = newBatcher(maxBatch, maxFlush, s.finishRuns)
+	return s
+}
+
+// SetJobPool makes the job path's statements run on p. The service gives a pool whose
+// sessions use generic plans (plan_cache_mode = force_generic_plan): the job path's statements
+// probe every retained partition of run and token, and planning them per call (the pool
+// default, force_custom_plan, which the catalog queries need) cost several times their
+// execution. Call it before the Store is used.
+func (s *Store) SetJobPool(p *pgxpool.Pool) { s.jobs = p }
 
 // Pool returns the underlying pool (for the stream and health checks).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -161,7 +161,7 @@ func TestPartitioningMigrationDownAndUpAgain(t *testing.T) {
 	_, err = pool.Exec(ctx, down)
 	require.NoError(t, err)
 	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM run`))
-	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM pg_partitioned_table`))
+	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM pg_partitioned_table WHERE partrelid <> 'stream_outbox'::regclass`), "run and token are plain tables again")
 	_, err = s.Authenticate(ctx, digest)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, up)
