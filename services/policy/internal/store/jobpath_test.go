@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 	for round := range 3 {
 		if round > 0 { // fresh ids and tokens, same cases
 			for i := range cases {
-				if cases[i].want != policy.ErrAlreadyExists {
+				if !errors.Is(cases[i].want, policy.ErrAlreadyExists) {
 					cases[i].n.JobID = newJobID()
 				}
 				_, d := policy.NewSecret(policy.PrefixJob)
