@@ -4,7 +4,7 @@
 // services. Its caches (builder flag, tokens) are per process and invalidated by the service's
 // own stream, so a revoke reaches every replica within milliseconds, not the 60 s TTL.
 //
-// Layout: internal/policy holds the pure rules; internal/store all SQL (the catalog read rule
+// Layout: internal/rulebook holds the pure rules; internal/store all SQL (the catalog read rule
 // is row-level security, one policy); internal/settings the one path that changes operator
 // settings and the builder cache; internal/authn token authentication; internal/api the thin
 // handlers and the authorization table (authz.go); internal/retention the maintenance loop

@@ -11,7 +11,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -87,12 +87,12 @@ var Rules = map[string]Rule{
 // Caller is an authorized caller.
 type Caller struct {
 	ID      auth.Identity
-	Tenancy *policy.Tenancy // user tokens: the member, resolved for this call
+	Tenancy *rulebook.Tenancy // user tokens: the member, resolved for this call
 }
 
 // tenancyStore resolves a member for authorization.
 type tenancyStore interface {
-	ResolveTenancy(ctx context.Context, ws string, by store.By, value string) (policy.Tenancy, error)
+	ResolveTenancy(ctx context.Context, ws string, by store.By, value string) (rulebook.Tenancy, error)
 }
 
 func denied(reason commonv1.ErrorReason, msg string, md map[string]string) error {
@@ -151,9 +151,9 @@ func authorizeMethod(ctx context.Context, ts tenancyStore, method, workspace str
 		}
 		t, err := ts.ResolveTenancy(ctx, workspace, store.ByUsername, id.Username)
 		switch {
-		case errors.Is(err, policy.ErrNotMember):
+		case errors.Is(err, rulebook.ErrNotMember):
 			return Caller{}, auth.Unauthenticated("token's member no longer exists")
-		case errors.Is(err, policy.ErrMemberDisabled):
+		case errors.Is(err, rulebook.ErrMemberDisabled):
 			return Caller{}, denied(commonv1.ErrorReason_ERROR_REASON_MEMBER_DISABLED, "member is disabled", nil)
 		case err != nil:
 			return Caller{}, err

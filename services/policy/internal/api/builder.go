@@ -12,7 +12,7 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/services/policy/internal/builder"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -55,7 +55,7 @@ type builderServer struct {
 // builderCaller is who a builder check is about, and what it may do.
 type builderCaller struct {
 	id       auth.Identity
-	tenancy  policy.Tenancy
+	tenancy  rulebook.Tenancy
 	operator bool // builder.HeldToWalk: check_operator_can_build applies
 }
 
@@ -70,7 +70,7 @@ func (h *handlers) builderCaller(ctx context.Context, ws, onBehalfOf string) (bu
 	if err != nil {
 		return builderCaller{}, err
 	}
-	var t policy.Tenancy
+	var t rulebook.Tenancy
 	if c.Tenancy != nil && c.Tenancy.Username == who {
 		t = *c.Tenancy
 	} else {
@@ -78,7 +78,7 @@ func (h *handlers) builderCaller(ctx context.Context, ws, onBehalfOf string) (bu
 			return builderCaller{}, mapErr(err)
 		}
 		if t.Disabled {
-			return builderCaller{}, mapErr(policy.ErrMemberDisabled)
+			return builderCaller{}, mapErr(rulebook.ErrMemberDisabled)
 		}
 	}
 	return builderCaller{id: c.ID, tenancy: t, operator: builder.HeldToWalk(t.Role)}, nil
@@ -86,15 +86,15 @@ func (h *handlers) builderCaller(ctx context.Context, ws, onBehalfOf string) (bu
 
 // canBuild is check_operator_can_build for operators, over the cached settings; it returns the
 // settings so the caller reads them once.
-func (h *handlers) canBuild(ctx context.Context, bc builderCaller) (policy.OperatorSettings, error) {
+func (h *handlers) canBuild(ctx context.Context, bc builderCaller) (rulebook.OperatorSettings, error) {
 	if !bc.operator {
-		return policy.OperatorSettings{}, nil
+		return rulebook.OperatorSettings{}, nil
 	}
 	st, err := h.Settings.Cached(ctx, bc.tenancy.Workspace)
 	if err != nil {
 		return st, err
 	}
-	if err := policy.CanBuild(bc.tenancy.Role, st); err != nil {
+	if err := rulebook.CanBuild(bc.tenancy.Role, st); err != nil {
 		return st, mapErr(err)
 	}
 	return st, nil

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -29,7 +29,7 @@ func (s *catalogServer) register(ctx context.Context, r store.Runnable) error {
 }
 
 func (s *catalogServer) RegisterScript(ctx context.Context, req *policyv1.RegisterScriptRequest) (*policyv1.RegisterScriptResponse, error) {
-	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: policy.KindScript, Path: req.GetPath(),
+	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindScript, Path: req.GetPath(),
 		LatestHash: req.GetLatestHash(), Versions: req.GetVersionHashes(), OnBehalfOf: req.GetOnBehalfOf(),
 		ExtraPerms: perms(req.GetExtraPerms())})
 	if err != nil {
@@ -39,7 +39,7 @@ func (s *catalogServer) RegisterScript(ctx context.Context, req *policyv1.Regist
 }
 
 func (s *catalogServer) RegisterFlow(ctx context.Context, req *policyv1.RegisterFlowRequest) (*policyv1.RegisterFlowResponse, error) {
-	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: policy.KindFlow, Path: req.GetPath(),
+	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindFlow, Path: req.GetPath(),
 		OnBehalfOf: req.GetOnBehalfOf(), ExtraPerms: perms(req.GetExtraPerms())})
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func (s *catalogServer) RegisterFlow(ctx context.Context, req *policyv1.Register
 }
 
 func (s *catalogServer) RegisterApp(ctx context.Context, req *policyv1.RegisterAppRequest) (*policyv1.RegisterAppResponse, error) {
-	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: policy.KindApp, Path: req.GetPath(),
+	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindApp, Path: req.GetPath(),
 		OnBehalfOf: req.GetOnBehalfOf(), ExtraPerms: perms(req.GetExtraPerms())})
 	if err != nil {
 		return nil, err
@@ -98,10 +98,10 @@ func (s *catalogServer) CheckReadable(ctx context.Context, req *policyv1.CheckRe
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]policy.Ref, len(req.GetRefs()))
+	refs := make([]rulebook.Ref, len(req.GetRefs()))
 	for i, r := range req.GetRefs() {
 		k, _ := kindFromProto(r.GetKind())
-		refs[i] = policy.Ref{Kind: k, Path: r.GetPath()}
+		refs[i] = rulebook.Ref{Kind: k, Path: r.GetPath()}
 	}
 	ok, err := s.h.Store.ReadablePaths(ctx, who, req.GetWorkspace(), refs)
 	if err != nil {
@@ -109,7 +109,7 @@ func (s *catalogServer) CheckReadable(ctx context.Context, req *policyv1.CheckRe
 	}
 	for _, r := range refs {
 		if _, yes := ok[r]; !yes {
-			return nil, mapErr(&policy.UnreadableError{Ref: r})
+			return nil, mapErr(&rulebook.UnreadableError{Ref: r})
 		}
 	}
 	return &policyv1.CheckReadableResponse{}, nil

@@ -4,19 +4,19 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
-var roles = map[policyv1.Role]policy.Role{
-	policyv1.Role_ROLE_ADMIN:     policy.RoleAdmin,
-	policyv1.Role_ROLE_DEVELOPER: policy.RoleDeveloper,
-	policyv1.Role_ROLE_OPERATOR:  policy.RoleOperator,
+var roles = map[policyv1.Role]rulebook.Role{
+	policyv1.Role_ROLE_ADMIN:     rulebook.RoleAdmin,
+	policyv1.Role_ROLE_DEVELOPER: rulebook.RoleDeveloper,
+	policyv1.Role_ROLE_OPERATOR:  rulebook.RoleOperator,
 }
 
-func roleFromProto(r policyv1.Role) (policy.Role, bool) { v, ok := roles[r]; return v, ok }
+func roleFromProto(r policyv1.Role) (rulebook.Role, bool) { v, ok := roles[r]; return v, ok }
 
-func roleToProto(r policy.Role) policyv1.Role {
+func roleToProto(r rulebook.Role) policyv1.Role {
 	for k, v := range roles {
 		if v == r {
 			return k
@@ -25,15 +25,15 @@ func roleToProto(r policy.Role) policyv1.Role {
 	return policyv1.Role_ROLE_UNSPECIFIED
 }
 
-var kinds = map[policyv1.RunnableKind]policy.Kind{
-	policyv1.RunnableKind_RUNNABLE_KIND_SCRIPT: policy.KindScript,
-	policyv1.RunnableKind_RUNNABLE_KIND_FLOW:   policy.KindFlow,
-	policyv1.RunnableKind_RUNNABLE_KIND_APP:    policy.KindApp,
+var kinds = map[policyv1.RunnableKind]rulebook.Kind{
+	policyv1.RunnableKind_RUNNABLE_KIND_SCRIPT: rulebook.KindScript,
+	policyv1.RunnableKind_RUNNABLE_KIND_FLOW:   rulebook.KindFlow,
+	policyv1.RunnableKind_RUNNABLE_KIND_APP:    rulebook.KindApp,
 }
 
-func kindFromProto(k policyv1.RunnableKind) (policy.Kind, bool) { v, ok := kinds[k]; return v, ok }
+func kindFromProto(k policyv1.RunnableKind) (rulebook.Kind, bool) { v, ok := kinds[k]; return v, ok }
 
-func kindToProto(k policy.Kind) policyv1.RunnableKind {
+func kindToProto(k rulebook.Kind) policyv1.RunnableKind {
 	for p, v := range kinds {
 		if v == k {
 			return p
@@ -42,20 +42,20 @@ func kindToProto(k policy.Kind) policyv1.RunnableKind {
 	return policyv1.RunnableKind_RUNNABLE_KIND_UNSPECIFIED
 }
 
-var origins = map[policyv1.RunOrigin]policy.Origin{
-	policyv1.RunOrigin_RUN_ORIGIN_APP_SESSION:   policy.OriginAppSession,
-	policyv1.RunOrigin_RUN_ORIGIN_APP_ANONYMOUS: policy.OriginAppAnonymous,
-	policyv1.RunOrigin_RUN_ORIGIN_DIRECT:        policy.OriginDirect,
-	policyv1.RunOrigin_RUN_ORIGIN_PREVIEW:       policy.OriginPreview,
-	policyv1.RunOrigin_RUN_ORIGIN_JOB_TOKEN:     policy.OriginJobToken,
-	policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE:      policy.OriginSchedule,
-	policyv1.RunOrigin_RUN_ORIGIN_TRIGGER:       policy.OriginTrigger,
-	policyv1.RunOrigin_RUN_ORIGIN_AI_TOOL:       policy.OriginAITool,
+var origins = map[policyv1.RunOrigin]rulebook.Origin{
+	policyv1.RunOrigin_RUN_ORIGIN_APP_SESSION:   rulebook.OriginAppSession,
+	policyv1.RunOrigin_RUN_ORIGIN_APP_ANONYMOUS: rulebook.OriginAppAnonymous,
+	policyv1.RunOrigin_RUN_ORIGIN_DIRECT:        rulebook.OriginDirect,
+	policyv1.RunOrigin_RUN_ORIGIN_PREVIEW:       rulebook.OriginPreview,
+	policyv1.RunOrigin_RUN_ORIGIN_JOB_TOKEN:     rulebook.OriginJobToken,
+	policyv1.RunOrigin_RUN_ORIGIN_SCHEDULE:      rulebook.OriginSchedule,
+	policyv1.RunOrigin_RUN_ORIGIN_TRIGGER:       rulebook.OriginTrigger,
+	policyv1.RunOrigin_RUN_ORIGIN_AI_TOOL:       rulebook.OriginAITool,
 }
 
-func originFromProto(o policyv1.RunOrigin) (policy.Origin, bool) { v, ok := origins[o]; return v, ok }
+func originFromProto(o policyv1.RunOrigin) (rulebook.Origin, bool) { v, ok := origins[o]; return v, ok }
 
-func originToProto(o policy.Origin) policyv1.RunOrigin {
+func originToProto(o rulebook.Origin) policyv1.RunOrigin {
 	for p, v := range origins {
 		if v == o {
 			return p
@@ -79,7 +79,7 @@ func runToProto(r store.Run) *policyv1.RunIdentity {
 	return out
 }
 
-func settingsToProto(s policy.OperatorSettings) *policyv1.OperatorSettings {
+func settingsToProto(s rulebook.OperatorSettings) *policyv1.OperatorSettings {
 	return &policyv1.OperatorSettings{
 		Runs: s.Runs, Schedules: s.Schedules, Resources: s.Resources, Variables: s.Variables, Assets: s.Assets,
 		AuditLogs: s.AuditLogs, Triggers: s.Triggers, Groups: s.Groups, Folders: s.Folders, Workers: s.Workers,
@@ -88,8 +88,8 @@ func settingsToProto(s policy.OperatorSettings) *policyv1.OperatorSettings {
 	}
 }
 
-func patchFromProto(p *policyv1.OperatorSettingsPatch) policy.SettingsPatch {
-	out := policy.SettingsPatch{}
+func patchFromProto(p *policyv1.OperatorSettingsPatch) rulebook.SettingsPatch {
+	out := rulebook.SettingsPatch{}
 	set := func(k string, v *bool) {
 		if v != nil {
 			out[k] = *v
@@ -112,7 +112,7 @@ func patchFromProto(p *policyv1.OperatorSettingsPatch) policy.SettingsPatch {
 	return out
 }
 
-func tenancyToProto(t policy.Tenancy) *policyv1.ResolveTenancyResponse {
+func tenancyToProto(t rulebook.Tenancy) *policyv1.ResolveTenancyResponse {
 	out := &policyv1.ResolveTenancyResponse{
 		Workspace: t.Workspace, Username: t.Username, Email: t.Email, Groups: t.Groups,
 		IsAdmin: t.IsAdmin(), IsOperator: t.IsOperator(), Role: roleToProto(t.Role),

@@ -8,7 +8,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -26,13 +26,13 @@ func (s *runServer) RecordRun(ctx context.Context, req *policyv1.RecordRunReques
 	origin, _ := originFromProto(req.GetOrigin())
 	var cred []byte
 	if req.GetCredential() != "" {
-		cred = policy.Digest(req.GetCredential())
+		cred = rulebook.Digest(req.GetCredential())
 	}
-	secret, digest := policy.NewSecret(policy.PrefixJob)
+	secret, digest := rulebook.NewSecret(rulebook.PrefixJob)
 	run, err := s.h.Store.RecordRun(ctx, store.NewRun{
 		Workspace: req.GetWorkspace(), JobID: req.GetJobId(), PermissionedAs: req.GetPermissionedAs(),
 		Origin: origin, CredentialDigest: cred,
-		TokenID: policy.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(s.h.JobTokenTTL),
+		TokenID: rulebook.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(s.h.JobTokenTTL),
 	})
 	if err != nil {
 		return nil, mapErr(err)
@@ -68,10 +68,10 @@ func (s *runServer) runOf(ctx context.Context, given string) (store.Run, error) 
 	if err != nil {
 		return store.Run{}, err
 	}
-	if !policy.LooksLikeToken(tok) {
-		return store.Run{}, mapErr(policy.ErrBadCredential)
+	if !rulebook.LooksLikeToken(tok) {
+		return store.Run{}, mapErr(rulebook.ErrBadCredential)
 	}
-	run, err := s.h.Store.RunByToken(ctx, policy.Digest(tok))
+	run, err := s.h.Store.RunByToken(ctx, rulebook.Digest(tok))
 	return run, mapErr(err)
 }
 
@@ -98,7 +98,7 @@ func (s *runServer) ResultCacheKey(ctx context.Context, req *policyv1.ResultCach
 	if err != nil {
 		return nil, err
 	}
-	key, err := policy.ResultCacheKey(run.Workspace, req.GetKind(), policy.Runnable{Hash: req.GetScriptHash(), Path: req.GetPath()},
+	key, err := rulebook.ResultCacheKey(run.Workspace, req.GetKind(), rulebook.Runnable{Hash: req.GetScriptHash(), Path: req.GetPath()},
 		[]byte(req.GetArgsJson()), run.Viewer)
 	if err != nil {
 		return nil, errs.InvalidField("args_json", "json_object", err.Error())

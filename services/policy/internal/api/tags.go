@@ -4,7 +4,7 @@ import (
 	"context"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -17,9 +17,9 @@ func (s *tagServer) SetWorkerTags(ctx context.Context, req *policyv1.SetWorkerTa
 	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
 		return nil, err
 	}
-	rules := make([]policy.TagRule, len(req.GetTags()))
+	rules := make([]rulebook.TagRule, len(req.GetTags()))
 	for i, t := range req.GetTags() {
-		rules[i] = policy.TagRule{Name: t.GetName(), Privileged: t.GetPrivileged()}
+		rules[i] = rulebook.TagRule{Name: t.GetName(), Privileged: t.GetPrivileged()}
 	}
 	if err := s.h.Store.SetWorkerTags(ctx, req.GetWorkspace(), rules); err != nil {
 		return nil, mapErr(err)
@@ -59,7 +59,7 @@ func (s *tagServer) CheckTags(ctx context.Context, req *policyv1.CheckTagsReques
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	if err := policy.CheckTags(rules, t.Role, req.GetTags()); err != nil {
+	if err := rulebook.CheckTags(rules, t.Role, req.GetTags()); err != nil {
 		return nil, mapErr(err)
 	}
 	return &policyv1.CheckTagsResponse{}, nil

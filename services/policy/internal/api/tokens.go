@@ -12,7 +12,7 @@ import (
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/validate"
 	"github.com/millwright/millwright/services/policy/internal/authn"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -31,7 +31,7 @@ func (s *tokenServer) CreateToken(ctx context.Context, req *policyv1.CreateToken
 		return nil, err
 	}
 	// A restricted token mints only within its own scopes (and never an unrestricted one).
-	if !policy.ScopesWithin(req.GetScopes(), c.ID.Scopes) {
+	if !rulebook.ScopesWithin(req.GetScopes(), c.ID.Scopes) {
 		return nil, denied(commonv1.ErrorReason_ERROR_REASON_MISSING_SCOPE,
 			"a scoped token can only create tokens with a subset of its scopes", map[string]string{"field": "scopes"})
 	}
@@ -43,10 +43,10 @@ func (s *tokenServer) CreateToken(ctx context.Context, req *policyv1.CreateToken
 		return nil, errs.InvalidField("expires_at", validate.RuleMax,
 			"expires_at must not be later than the expiry of the token that creates it ("+c.ID.ExpiresAt.UTC().Format(time.RFC3339)+")")
 	}
-	secret, digest := policy.NewSecret(policy.PrefixUser)
-	id := policy.NewTokenID()
+	secret, digest := rulebook.NewSecret(rulebook.PrefixUser)
+	id := rulebook.NewTokenID()
 	err = s.h.Store.CreateUserToken(ctx, store.UserToken{ID: id, Digest: digest, Workspace: req.GetWorkspace(),
-		Username: who, Scopes: policy.Normalize(req.GetScopes()), Label: req.GetLabel(), ExpiresAt: exp})
+		Username: who, Scopes: rulebook.Normalize(req.GetScopes()), Label: req.GetLabel(), ExpiresAt: exp})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -72,10 +72,10 @@ func (s *tokenServer) Authenticate(ctx context.Context, req *policyv1.Authentica
 	if _, err := s.h.authorize(ctx, ""); err != nil {
 		return nil, err
 	}
-	if !policy.LooksLikeToken(req.GetToken()) {
+	if !rulebook.LooksLikeToken(req.GetToken()) {
 		return nil, auth.Unauthenticated("token is unknown, expired or revoked")
 	}
-	t, head, err := s.h.Store.AuthenticateAt(ctx, policy.Digest(req.GetToken()))
+	t, head, err := s.h.Store.AuthenticateAt(ctx, rulebook.Digest(req.GetToken()))
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -88,7 +88,7 @@ func (s *tokenServer) Authenticate(ctx context.Context, req *policyv1.Authentica
 	case auth.Job:
 		out.Kind = policyv1.TokenKind_TOKEN_KIND_JOB
 	default: // the token store holds user and job tokens only: anything else is refused
-		return nil, mapErr(policy.ErrBadCredential)
+		return nil, mapErr(rulebook.ErrBadCredential)
 	}
 	return out, nil
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/validate"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // rule checks one condition: InvalidArgument naming field and rule when ok is false.
@@ -33,16 +33,16 @@ var (
 )
 
 func hash(field, v string) error {
-	return validate.First(required(field, v), rule(field, "hash", policy.ValidHash(v), "must be 16 lowercase hex digits"))
+	return validate.First(required(field, v), rule(field, "hash", rulebook.ValidHash(v), "must be 16 lowercase hex digits"))
 }
 
 func principal(field, v string) error {
-	_, ok := policy.ParsePrincipal(v)
+	_, ok := rulebook.ParsePrincipal(v)
 	return rule(field, "principal", ok, "must be u/<username> or g/<group>")
 }
 
 func principals(field string, list []string) error {
-	return validate.First(validate.MaxItems(field, list, policy.MaxListItems),
+	return validate.First(validate.MaxItems(field, list, rulebook.MaxListItems),
 		validate.Each(field, list, principal))
 }
 
@@ -54,7 +54,7 @@ func onBehalfOf(v string) error {
 }
 
 func extraPerms(list []*policyv1.ExtraPerm) error {
-	if err := validate.MaxItems("extra_perms", list, policy.MaxListItems); err != nil {
+	if err := validate.MaxItems("extra_perms", list, rulebook.MaxListItems); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -84,7 +84,7 @@ func kind(field string, k policyv1.RunnableKind, allowUnspecified bool) error {
 }
 
 func jobID(field, v string) error {
-	return validate.First(required(field, v), rule(field, "uuid", policy.ValidJobID(v), "must be a lowercase UUID"))
+	return validate.First(required(field, v), rule(field, "uuid", rulebook.ValidJobID(v), "must be a lowercase UUID"))
 }
 
 func permissionedAs(v string, origin policyv1.RunOrigin) error {
@@ -100,7 +100,7 @@ func validators() *validate.Registry {
 	// WorkspaceService
 	validate.Add(r, func(m *policyv1.CreateWorkspaceRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), required("name", m.GetName()),
-			validate.MaxLen("name", m.GetName(), policy.MaxNameLen),
+			validate.MaxLen("name", m.GetName(), rulebook.MaxNameLen),
 			email("admin_email", m.GetAdminEmail()), username("admin_username", m.GetAdminUsername()))
 	})
 	validate.Add(r, func(m *policyv1.UpsertMemberRequest) error {
@@ -112,7 +112,7 @@ func validators() *validate.Registry {
 	})
 	validate.Add(r, func(m *policyv1.UpsertGroupRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), groupName("name", m.GetName()),
-			validate.MaxItems("members", m.GetMembers(), policy.MaxListItems),
+			validate.MaxItems("members", m.GetMembers(), rulebook.MaxListItems),
 			validate.Each("members", m.GetMembers(), username))
 	})
 	validate.Add(r, func(m *policyv1.DeleteGroupRequest) error {
@@ -144,7 +144,7 @@ func validators() *validate.Registry {
 		if err := validate.First(workspace(m.GetWorkspace()), path("path", m.GetPath()),
 			hash("latest_hash", m.GetLatestHash()),
 			rule("version_hashes", validate.RuleRequired, len(m.GetVersionHashes()) > 0, "needs at least one hash"),
-			validate.MaxItems("version_hashes", m.GetVersionHashes(), policy.MaxListItems),
+			validate.MaxItems("version_hashes", m.GetVersionHashes(), rulebook.MaxListItems),
 			validate.Each("version_hashes", m.GetVersionHashes(), hash),
 			onBehalfOf(m.GetOnBehalfOf()), extraPerms(m.GetExtraPerms())); err != nil {
 			return err
@@ -172,7 +172,7 @@ func validators() *validate.Registry {
 	validate.Add(r, func(m *policyv1.CheckReadableRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()),
 			rule("refs", validate.RuleRequired, len(m.GetRefs()) > 0, "needs at least one item"),
-			validate.MaxItems("refs", m.GetRefs(), policy.MaxListItems),
+			validate.MaxItems("refs", m.GetRefs(), rulebook.MaxListItems),
 			validate.Each("refs", m.GetRefs(), func(f string, ref *policyv1.RunnableRef) error {
 				return validate.First(kind(f+".kind", ref.GetKind(), false), path(f+".path", ref.GetPath()))
 			}))
@@ -180,12 +180,12 @@ func validators() *validate.Registry {
 
 	// TagService
 	validate.Add(r, func(m *policyv1.SetWorkerTagsRequest) error {
-		if err := validate.First(workspace(m.GetWorkspace()), validate.MaxItems("tags", m.GetTags(), policy.MaxListItems)); err != nil {
+		if err := validate.First(workspace(m.GetWorkspace()), validate.MaxItems("tags", m.GetTags(), rulebook.MaxListItems)); err != nil {
 			return err
 		}
 		seen := map[string]bool{}
 		return validate.Each("tags", m.GetTags(), func(f string, t *policyv1.WorkerTag) error {
-			if err := rule(f+".name", "tag", policy.ValidTag(t.GetName()), "must be 1-100 chars of [A-Za-z0-9_.:-]"); err != nil {
+			if err := rule(f+".name", "tag", rulebook.ValidTag(t.GetName()), "must be 1-100 chars of [A-Za-z0-9_.:-]"); err != nil {
 				return err
 			}
 			if seen[t.GetName()] {
@@ -198,26 +198,26 @@ func validators() *validate.Registry {
 	validate.Add(r, func(m *policyv1.GetWorkerTagsRequest) error { return workspace(m.GetWorkspace()) })
 	validate.Add(r, func(m *policyv1.CheckTagsRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()),
-			validate.MaxItems("tags", m.GetTags(), policy.MaxListItems),
+			validate.MaxItems("tags", m.GetTags(), rulebook.MaxListItems),
 			validate.Each("tags", m.GetTags(), func(f, t string) error {
-				return rule(f, "tag", policy.ValidTag(t), "must be 1-100 chars of [A-Za-z0-9_.:-]")
+				return rule(f, "tag", rulebook.ValidTag(t), "must be 1-100 chars of [A-Za-z0-9_.:-]")
 			}))
 	})
 
 	// TokenService
 	validate.Add(r, func(m *policyv1.CreateTokenRequest) error {
 		if err := validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()),
-			validate.MaxItems("scopes", m.GetScopes(), policy.MaxScopes),
+			validate.MaxItems("scopes", m.GetScopes(), rulebook.MaxScopes),
 			validate.Each("scopes", m.GetScopes(), func(f, s string) error {
-				return rule(f, "scope", policy.ValidScope(s), "must look like area:action")
+				return rule(f, "scope", rulebook.ValidScope(s), "must look like area:action")
 			}),
-			validate.MaxLen("label", m.GetLabel(), policy.MaxLabelLen),
+			validate.MaxLen("label", m.GetLabel(), rulebook.MaxLabelLen),
 			rule("expires_at", validate.RuleRequired, m.GetExpiresAt() != nil && m.GetExpiresAt().IsValid(), "is required")); err != nil {
 			return err
 		}
 		exp := m.GetExpiresAt().AsTime()
 		return validate.First(rule("expires_at", validate.RuleMin, exp.After(time.Now()), "must be in the future"),
-			rule("expires_at", validate.RuleMax, exp.Before(time.Now().Add(policy.MaxTokenTTL)), "must be at most 366 days away"))
+			rule("expires_at", validate.RuleMax, exp.Before(time.Now().Add(rulebook.MaxTokenTTL)), "must be at most 366 days away"))
 	})
 	validate.Add(r, func(m *policyv1.RevokeTokenRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), required("token_id", m.GetTokenId()),
@@ -236,8 +236,8 @@ func validators() *validate.Registry {
 			validate.MaxLen("credential", m.GetCredential(), 512)); err != nil {
 			return err
 		}
-		src, _ := policy.ViewerSourceOf(o)
-		if src == policy.ViewerNone {
+		src, _ := rulebook.ViewerSourceOf(o)
+		if src == rulebook.ViewerNone {
 			return rule("credential", "must_be_empty", m.GetCredential() == "", "must be empty for this origin: the run has no viewer")
 		}
 		return required("credential", m.GetCredential())
@@ -250,8 +250,8 @@ func validators() *validate.Registry {
 	})
 	validate.Add(r, func(m *policyv1.ResultCacheKeyRequest) error {
 		if err := validate.First(validate.MaxLen("job_token", m.GetJobToken(), 512),
-			required("kind", m.GetKind()), rule("kind", "job_kind", policy.ValidJobKind(m.GetKind()), "must be 1-50 chars of [a-z_]"),
-			rule("args_json", validate.RuleMax, len(m.GetArgsJson()) <= policy.MaxArgsBytes, "is larger than 1 MiB")); err != nil {
+			required("kind", m.GetKind()), rule("kind", "job_kind", rulebook.ValidJobKind(m.GetKind()), "must be 1-50 chars of [a-z_]"),
+			rule("args_json", validate.RuleMax, len(m.GetArgsJson()) <= rulebook.MaxArgsBytes, "is larger than 1 MiB")); err != nil {
 			return err
 		}
 		switch rn := m.GetRunnable().(type) {
@@ -266,7 +266,7 @@ func validators() *validate.Registry {
 		default:
 			return rule("runnable", validate.RuleRequired, false, "is required: script_hash or path")
 		}
-		if _, err := policy.CanonicalArgs([]byte(m.GetArgsJson())); err != nil {
+		if _, err := rulebook.CanonicalArgs([]byte(m.GetArgsJson())); err != nil {
 			return rule("args_json", "json_object", false, "is not a JSON object without duplicate keys: "+err.Error())
 		}
 		return nil
@@ -292,9 +292,9 @@ func validators() *validate.Registry {
 		_, ok := deployPaths[m.GetDeployPath()]
 		return validate.First(workspace(m.GetWorkspace()), optUsername("on_behalf_of", m.GetOnBehalfOf()),
 			rule("deploy_path", validate.RuleOneOf, ok, "must be VALUE, MULTIPART or SOURCE"),
-			validate.MaxItems("caller_scopes", m.GetCallerScopes(), policy.MaxScopes),
+			validate.MaxItems("caller_scopes", m.GetCallerScopes(), rulebook.MaxScopes),
 			validate.Each("caller_scopes", m.GetCallerScopes(), func(f, s string) error {
-				return rule(f, "scope", s == "*" || policy.ValidScope(s), "must look like area:action, or *")
+				return rule(f, "scope", s == "*" || rulebook.ValidScope(s), "must look like area:action, or *")
 			}))
 	})
 	validate.Add(r, func(m *policyv1.CheckPreviewRequest) error {

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -18,7 +18,7 @@ func (s *workspaceServer) CreateWorkspace(ctx context.Context, req *policyv1.Cre
 		return nil, err
 	}
 	first := store.Member{Workspace: req.GetWorkspace(), Username: req.GetAdminUsername(),
-		Email: req.GetAdminEmail(), Role: policy.RoleAdmin}
+		Email: req.GetAdminEmail(), Role: rulebook.RoleAdmin}
 	err := s.h.Store.CreateWorkspace(ctx, req.GetWorkspace(), req.GetName(), first, s.h.Settings.MemberCheck(first))
 	if err != nil {
 		return nil, mapErr(err)
@@ -75,7 +75,7 @@ func (s *workspaceServer) UpsertFolder(ctx context.Context, req *policyv1.Upsert
 	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
 		return nil, err
 	}
-	f, err := s.h.Store.UpsertFolder(ctx, req.GetWorkspace(), policy.FolderGrants{Name: req.GetName(),
+	f, err := s.h.Store.UpsertFolder(ctx, req.GetWorkspace(), rulebook.FolderGrants{Name: req.GetName(),
 		Owners: req.GetOwners(), Readers: req.GetReaders(), Writers: req.GetWriters()})
 	if err != nil {
 		return nil, mapErr(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/millwright/millwright/pkg/policyclient"
 	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -40,13 +40,13 @@ func New(st Store, ttl time.Duration, live func() bool) *Local {
 // Authenticate implements auth.Authenticator. Strings without a policy prefix are
 // auth.ErrUnknownToken, so auth.Chain can try the static tokens.
 func (l *Local) Authenticate(ctx context.Context, token string) (auth.Identity, error) {
-	if !policy.LooksLikeToken(token) {
+	if !rulebook.LooksLikeToken(token) {
 		return auth.Identity{}, auth.ErrUnknownToken
 	}
 	key := sha256.Sum256([]byte(token))
 	return l.cache.Get(ctx, key, func(ctx context.Context) (auth.Identity, time.Time, error) {
 		t, err := l.store.Authenticate(ctx, key[:])
-		if errors.Is(err, policy.ErrBadCredential) {
+		if errors.Is(err, rulebook.ErrBadCredential) {
 			return auth.Identity{}, time.Time{}, auth.Unauthenticated("token is unknown, expired or revoked")
 		}
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // This file is the builder verdict: the walk's report, plus what only the workspace can
@@ -36,11 +36,11 @@ const MaxFindings = 100
 // whatever the number of references: the checker passes each distinct reference once.
 type Store interface {
 	// ReadablePaths returns the refs readable by caller (under the caller's row-level security).
-	ReadablePaths(ctx context.Context, caller, workspace string, refs []policy.Ref) (map[policy.Ref]struct{}, error)
+	ReadablePaths(ctx context.Context, caller, workspace string, refs []rulebook.Ref) (map[rulebook.Ref]struct{}, error)
 	// PinnedVersions returns the pins whose hash is a version of their path in workspace.
-	PinnedVersions(ctx context.Context, workspace string, pins []policy.Pin) (map[policy.Pin]struct{}, error)
+	PinnedVersions(ctx context.Context, workspace string, pins []rulebook.Pin) (map[rulebook.Pin]struct{}, error)
 	// WorkerTags returns the workspace's worker tag rules.
-	WorkerTags(ctx context.Context, workspace string) ([]policy.TagRule, error)
+	WorkerTags(ctx context.Context, workspace string) ([]rulebook.TagRule, error)
 }
 
 // Checker decides builder checks over a workspace.
@@ -53,7 +53,7 @@ type Checker struct {
 // is not admin or developer (fail closed). Admins and developers are authors: the walk's
 // findings are reported to them as code findings, not refusals; their references are still
 // checked.
-func HeldToWalk(r policy.Role) bool { return r != policy.RoleAdmin && r != policy.RoleDeveloper }
+func HeldToWalk(r rulebook.Role) bool { return r != rulebook.RoleAdmin && r != rulebook.RoleDeveloper }
 
 // Finding is one reason a check refuses (or, for authors, reports). Pointer is rendered.
 type Finding struct {
@@ -128,7 +128,7 @@ func (r *FlowResult) Release() { r.Report.Release() }
 // CheckFlow checks a flow for the member t. It returns *InputError for a document the walk
 // cannot judge, *Refusal when a finding refuses it, any other error when the workspace could
 // not be read (never a yes).
-func (c *Checker) CheckFlow(ctx context.Context, t policy.Tenancy, flowJSON string) (*FlowResult, error) {
+func (c *Checker) CheckFlow(ctx context.Context, t rulebook.Tenancy, flowJSON string) (*FlowResult, error) {
 	// The string form: the 2 MB field is parsed in place rather than copied to []byte and back.
 	rep, err := WalkFlowString(flowJSON, c.Limits)
 	if err != nil {
@@ -198,7 +198,7 @@ func (r *AppResult) Release() { r.Report.Release() }
 
 // CheckApp checks an app for the member t under the workspace's operator settings st. Errors
 // as CheckFlow.
-func (c *Checker) CheckApp(ctx context.Context, t policy.Tenancy, st policy.OperatorSettings, req AppRequest) (*AppResult, error) {
+func (c *Checker) CheckApp(ctx context.Context, t rulebook.Tenancy, st rulebook.OperatorSettings, req AppRequest) (*AppResult, error) {
 	held := HeldToWalk(t.Role)
 	rep, err := WalkApp([]byte(req.Value), []byte(req.Policy), c.Limits, AppOptions{StripSDKReadScopes: held && st.StripBuilderSDKReadScopes})
 	if err != nil {
@@ -236,7 +236,7 @@ func (c *Checker) CheckApp(ctx context.Context, t policy.Tenancy, st policy.Oper
 // CheckPreview checks a preview of path (rawCode: caller-supplied code instead of a path) for
 // the member t and returns the workspace runnables the path resolves to that t can read.
 // Errors as CheckFlow.
-func (c *Checker) CheckPreview(ctx context.Context, t policy.Tenancy, path string, rawCode bool) ([]RunnableRef, error) {
+func (c *Checker) CheckPreview(ctx context.Context, t rulebook.Tenancy, path string, rawCode bool) ([]RunnableRef, error) {
 	refused := fromViolations(CheckPreview(path, rawCode, HeldToWalk(t.Role)), 0)
 	var readable []RunnableRef
 	if !rawCode {
@@ -282,11 +282,11 @@ func (c *Checker) CheckPreview(ctx context.Context, t policy.Tenancy, path strin
 
 func isHub(p string) bool { return strings.HasPrefix(p, "hub/") }
 
-func catalogRef(k RunnableKind, p string) policy.Ref {
+func catalogRef(k RunnableKind, p string) rulebook.Ref {
 	if k == KindFlow {
-		return policy.Ref{Kind: policy.KindFlow, Path: p}
+		return rulebook.Ref{Kind: rulebook.KindFlow, Path: p}
 	}
-	return policy.Ref{Kind: policy.KindScript, Path: p}
+	return rulebook.Ref{Kind: rulebook.KindScript, Path: p}
 }
 
 // surface is one list of runnable references and the document its pointers are into.
@@ -300,9 +300,9 @@ type surface struct {
 // reference. Hub paths are not looked up: the walk refuses them for operators, and they are
 // not workspace runnables for anyone else. The walk has already bounded the references in
 // number (Limits.MaxRefs) and length (MaxRefBytes), so this work is linear.
-func (c *Checker) checkReadable(ctx context.Context, t policy.Tenancy, surfaces ...surface) (Findings, error) {
-	seen := map[policy.Ref]struct{}{}
-	var refs []policy.Ref
+func (c *Checker) checkReadable(ctx context.Context, t rulebook.Tenancy, surfaces ...surface) (Findings, error) {
+	seen := map[rulebook.Ref]struct{}{}
+	var refs []rulebook.Ref
 	for _, s := range surfaces {
 		for _, r := range s.refs {
 			if isHub(r.Path) {
@@ -342,7 +342,7 @@ func (c *Checker) checkReadable(ctx context.Context, t policy.Tenancy, surfaces 
 
 // checkTags reads the workspace's tag rules once, decides each distinct tag once and reports
 // every refused tag.
-func (c *Checker) checkTags(ctx context.Context, t policy.Tenancy, tags []TagRef) (Findings, error) {
+func (c *Checker) checkTags(ctx context.Context, t rulebook.Tenancy, tags []TagRef) (Findings, error) {
 	var out Findings
 	if len(tags) == 0 {
 		return out, nil
@@ -355,13 +355,13 @@ func (c *Checker) checkTags(ctx context.Context, t policy.Tenancy, tags []TagRef
 	for _, tag := range tags {
 		e, done := verdict[tag.Tag]
 		if !done {
-			e = policy.CheckTags(rules, t.Role, []string{tag.Tag})
+			e = rulebook.CheckTags(rules, t.Role, []string{tag.Tag})
 			verdict[tag.Tag] = e
 		}
 		if e != nil {
 			out.add(func() Finding {
 				rule := "unknown"
-				te := &policy.TagError{}
+				te := &rulebook.TagError{}
 				if errors.As(e, &te) {
 					rule = te.Reason
 				}
@@ -375,12 +375,12 @@ func (c *Checker) checkTags(ctx context.Context, t policy.Tenancy, tags []TagRef
 
 // checkPins: a step carrying a hash is dispatched by the hash alone, so the hash must be a
 // version of the path beside it, in this workspace. One query for every distinct pair.
-func (c *Checker) checkPins(ctx context.Context, t policy.Tenancy, pinRefs []PinRef) (Findings, error) {
+func (c *Checker) checkPins(ctx context.Context, t rulebook.Tenancy, pinRefs []PinRef) (Findings, error) {
 	var out Findings
-	var pins []policy.Pin
-	seen := map[policy.Pin]struct{}{}
+	var pins []rulebook.Pin
+	seen := map[rulebook.Pin]struct{}{}
 	for _, p := range pinRefs {
-		pin := policy.Pin{Path: p.Path, Hash: p.Hash}
+		pin := rulebook.Pin{Path: p.Path, Hash: p.Hash}
 		if _, ok := seen[pin]; !ok && !isHub(p.Path) {
 			seen[pin] = struct{}{}
 			pins = append(pins, pin)
@@ -397,7 +397,7 @@ func (c *Checker) checkPins(ctx context.Context, t policy.Tenancy, pinRefs []Pin
 		if isHub(p.Path) {
 			continue
 		}
-		if _, ok := found[policy.Pin{Path: p.Path, Hash: p.Hash}]; !ok {
+		if _, ok := found[rulebook.Pin{Path: p.Path, Hash: p.Hash}]; !ok {
 			out.add(func() Finding {
 				return Finding{Reason: ReasonHashMismatch, Doc: DocFlow, Pointer: p.Pointer.String() + "/hash",
 					Message:  fmt.Sprintf("hash %s is not a version of script %s in this workspace", p.Hash, p.Path),

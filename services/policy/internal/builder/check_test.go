@@ -11,15 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // fakeStore is a workspace in memory: a pure unit test of the verdict (the real store, with
 // its row-level security, is tested over gRPC in internal/api). It records what it was asked.
 type fakeStore struct {
-	readable map[policy.Ref]bool
-	versions map[policy.Pin]bool
-	tags     []policy.TagRule
+	readable map[rulebook.Ref]bool
+	versions map[rulebook.Pin]bool
+	tags     []rulebook.TagRule
 	fail     map[string]error // by method
 
 	mu    sync.Mutex
@@ -35,9 +35,9 @@ func (f *fakeStore) record(method string, items []string) {
 	f.asked[method] = append(f.asked[method], items)
 }
 
-func (f *fakeStore) ReadablePaths(_ context.Context, _, _ string, refs []policy.Ref) (map[policy.Ref]struct{}, error) {
+func (f *fakeStore) ReadablePaths(_ context.Context, _, _ string, refs []rulebook.Ref) (map[rulebook.Ref]struct{}, error) {
 	var items []string
-	out := map[policy.Ref]struct{}{}
+	out := map[rulebook.Ref]struct{}{}
 	for _, r := range refs {
 		items = append(items, string(r.Kind)+":"+r.Path)
 		if f.readable[r] {
@@ -48,9 +48,9 @@ func (f *fakeStore) ReadablePaths(_ context.Context, _, _ string, refs []policy.
 	return out, f.fail["ReadablePaths"]
 }
 
-func (f *fakeStore) PinnedVersions(_ context.Context, _ string, pins []policy.Pin) (map[policy.Pin]struct{}, error) {
+func (f *fakeStore) PinnedVersions(_ context.Context, _ string, pins []rulebook.Pin) (map[rulebook.Pin]struct{}, error) {
 	var items []string
-	out := map[policy.Pin]struct{}{}
+	out := map[rulebook.Pin]struct{}{}
 	for _, p := range pins {
 		items = append(items, p.Path+"@"+p.Hash)
 		if f.versions[p] {
@@ -61,17 +61,17 @@ func (f *fakeStore) PinnedVersions(_ context.Context, _ string, pins []policy.Pi
 	return out, f.fail["PinnedVersions"]
 }
 
-func (f *fakeStore) WorkerTags(context.Context, string) ([]policy.TagRule, error) {
+func (f *fakeStore) WorkerTags(context.Context, string) ([]rulebook.TagRule, error) {
 	f.record("WorkerTags", nil)
 	return f.tags, f.fail["WorkerTags"]
 }
 
 var (
-	operator  = policy.Tenancy{Workspace: "w", Username: "op", Role: policy.RoleOperator}
-	developer = policy.Tenancy{Workspace: "w", Username: "dev", Role: policy.RoleDeveloper}
+	operator  = rulebook.Tenancy{Workspace: "w", Username: "op", Role: rulebook.RoleOperator}
+	developer = rulebook.Tenancy{Workspace: "w", Username: "dev", Role: rulebook.RoleDeveloper}
 )
 
-func script(p string) policy.Ref { return policy.Ref{Kind: policy.KindScript, Path: p} }
+func script(p string) rulebook.Ref { return rulebook.Ref{Kind: rulebook.KindScript, Path: p} }
 
 // flowOf builds a flow of script steps; a step "path@hash" is pinned, "path#tag" pins a tag.
 func flowOf(steps ...string) string {
@@ -106,9 +106,9 @@ func findingsAt(fs Findings) []string {
 
 func TestCheckFlowVerdict(t *testing.T) {
 	st := &fakeStore{
-		readable: map[policy.Ref]bool{script("f/a/ok"): true, script("f/a/pinned"): true},
-		versions: map[policy.Pin]bool{{Path: "f/a/pinned", Hash: "00000000000000a1"}: true},
-		tags:     []policy.TagRule{{Name: "default"}, {Name: "gpu", Privileged: true}},
+		readable: map[rulebook.Ref]bool{script("f/a/ok"): true, script("f/a/pinned"): true},
+		versions: map[rulebook.Pin]bool{{Path: "f/a/pinned", Hash: "00000000000000a1"}: true},
+		tags:     []rulebook.TagRule{{Name: "default"}, {Name: "gpu", Privileged: true}},
 	}
 	c := &Checker{Store: st}
 
@@ -159,7 +159,7 @@ func TestCheckFlowVerdict(t *testing.T) {
 	})
 
 	t.Run("a role that is not admin or developer is held to the walk", func(t *testing.T) {
-		odd := policy.Tenancy{Workspace: "w", Username: "x", Role: policy.Role("auditor")}
+		odd := rulebook.Tenancy{Workspace: "w", Username: "x", Role: rulebook.Role("auditor")}
 		_, err := c.CheckFlow(context.Background(), odd, `{"modules":[{"id":"a","value":{"type":"flowscript","id":1}}]}`)
 		refusalOf(t, err)
 	})
@@ -202,9 +202,9 @@ func TestCheckFlowStoreErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Everything would be allowed: only the failure can stop it.
-			st := &fakeStore{readable: map[policy.Ref]bool{script("f/a/ok"): true},
-				versions: map[policy.Pin]bool{{Path: "f/a/ok", Hash: "00000000000000a1"}: true},
-				tags:     []policy.TagRule{{Name: "gpu"}}, fail: tc.fail}
+			st := &fakeStore{readable: map[rulebook.Ref]bool{script("f/a/ok"): true},
+				versions: map[rulebook.Pin]bool{{Path: "f/a/ok", Hash: "00000000000000a1"}: true},
+				tags:     []rulebook.TagRule{{Name: "gpu"}}, fail: tc.fail}
 			res, err := (&Checker{Store: st}).CheckFlow(context.Background(), operator, flow)
 			assert.Nil(t, res)
 			assert.ErrorIs(t, err, tc.want)
@@ -213,7 +213,7 @@ func TestCheckFlowStoreErrors(t *testing.T) {
 }
 
 func TestCheckApp(t *testing.T) {
-	st := &fakeStore{readable: map[policy.Ref]bool{script("f/a/ok"): true}}
+	st := &fakeStore{readable: map[rulebook.Ref]bool{script("f/a/ok"): true}}
 	c := &Checker{Store: st}
 	ctx := context.Background()
 	value := `{"grid":[],"hiddenInlineScripts":[],"css":{},"norefreshbar":false}`
@@ -221,7 +221,7 @@ func TestCheckApp(t *testing.T) {
 	t.Run("policy and value paths are both read, in one query", func(t *testing.T) {
 		st.asked = nil
 		pol := `{"execution_mode":"publisher","triggerables_v2":{"a:script/f/a/ok":{"static_inputs":{}},"b:script/f/a/secret":{"static_inputs":{}}}}`
-		_, err := c.CheckApp(ctx, operator, policy.OperatorSettings{}, AppRequest{Value: value, Policy: pol, Deploy: DeployMultipart})
+		_, err := c.CheckApp(ctx, operator, rulebook.OperatorSettings{}, AppRequest{Value: value, Policy: pol, Deploy: DeployMultipart})
 		r := refusalOf(t, err)
 		assert.Equal(t, "app", r.What)
 		require.Len(t, r.Findings.List, 1)
@@ -231,22 +231,22 @@ func TestCheckApp(t *testing.T) {
 	})
 
 	t.Run("the source deploy path is refused to operators, needs scopes from authors", func(t *testing.T) {
-		_, err := c.CheckApp(ctx, operator, policy.OperatorSettings{}, AppRequest{Value: value, Deploy: DeploySource, Scopes: []string{ScopeAll}})
+		_, err := c.CheckApp(ctx, operator, rulebook.OperatorSettings{}, AppRequest{Value: value, Deploy: DeploySource, Scopes: []string{ScopeAll}})
 		assert.Equal(t, []string{"SOURCE_DEPLOY "}, findingsAt(refusalOf(t, err).Findings))
-		_, err = c.CheckApp(ctx, developer, policy.OperatorSettings{}, AppRequest{Value: value, Deploy: DeploySource, Scopes: []string{"apps:write"}})
+		_, err = c.CheckApp(ctx, developer, rulebook.OperatorSettings{}, AppRequest{Value: value, Deploy: DeploySource, Scopes: []string{"apps:write"}})
 		assert.Equal(t, []string{"MISSING_SCOPE "}, findingsAt(refusalOf(t, err).Findings))
-		res, err := c.CheckApp(ctx, developer, policy.OperatorSettings{}, AppRequest{Value: value, Deploy: DeploySource, Scopes: []string{ScopeAll}})
+		res, err := c.CheckApp(ctx, developer, rulebook.OperatorSettings{}, AppRequest{Value: value, Deploy: DeploySource, Scopes: []string{ScopeAll}})
 		require.NoError(t, err)
 		res.Release()
 	})
 
 	t.Run("the stored policy: normalized for operators, as sent for authors", func(t *testing.T) {
-		res, err := c.CheckApp(ctx, operator, policy.OperatorSettings{}, AppRequest{Value: value, Deploy: DeployMultipart})
+		res, err := c.CheckApp(ctx, operator, rulebook.OperatorSettings{}, AppRequest{Value: value, Deploy: DeployMultipart})
 		require.NoError(t, err)
 		assert.Contains(t, res.NormalizedPolicy, `"sandbox":true`)
 		res.Release()
 		for _, sent := range []string{"", " null ", `{"execution_mode":"publisher"}`} {
-			res, err := c.CheckApp(ctx, developer, policy.OperatorSettings{}, AppRequest{Value: value, Policy: sent, Deploy: DeployMultipart})
+			res, err := c.CheckApp(ctx, developer, rulebook.OperatorSettings{}, AppRequest{Value: value, Policy: sent, Deploy: DeployMultipart})
 			require.NoError(t, err)
 			want := sent
 			if strings.TrimSpace(sent) == "" || strings.TrimSpace(sent) == "null" {
@@ -260,7 +260,7 @@ func TestCheckApp(t *testing.T) {
 
 func TestCheckPreview(t *testing.T) {
 	ctx := context.Background()
-	st := &fakeStore{readable: map[policy.Ref]bool{script("f/a/s"): true, {Kind: policy.KindFlow, Path: "f/a/f"}: true}}
+	st := &fakeStore{readable: map[rulebook.Ref]bool{script("f/a/s"): true, {Kind: rulebook.KindFlow, Path: "f/a/f"}: true}}
 	c := &Checker{Store: st}
 
 	t.Run("a bare path is the script or the flow of that path: one readable is enough", func(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/millwright/millwright/pkg/billingclient"
 	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
@@ -27,8 +27,8 @@ type SeatChecker interface {
 
 // Store is what the service needs from the database.
 type Store interface {
-	OperatorSettings(ctx context.Context, ws string) (policy.OperatorSettings, error)
-	UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch,
+	OperatorSettings(ctx context.Context, ws string) (rulebook.OperatorSettings, error)
+	UpdateOperatorSettings(ctx context.Context, ws string, patch rulebook.SettingsPatch,
 		enable func(ctx context.Context, head int64) error) (store.OperatorSettingsChange, error)
 }
 
@@ -36,7 +36,7 @@ type Store interface {
 type Service struct {
 	store Store
 	seats SeatChecker // nil: no seat check
-	cache *revcache.Cache[string, policy.OperatorSettings]
+	cache *revcache.Cache[string, rulebook.OperatorSettings]
 }
 
 // New returns a Service. ttl <= 0 means DefaultTTL. live reports whether the stream listener
@@ -47,37 +47,37 @@ func New(st Store, seats SeatChecker, ttl time.Duration, live func() bool) *Serv
 		ttl = DefaultTTL
 	}
 	return &Service{store: st, seats: seats,
-		cache: revcache.New[string, policy.OperatorSettings](revcache.Options{TTL: ttl, MaxEntries: 1000, Live: live})}
+		cache: revcache.New[string, rulebook.OperatorSettings](revcache.Options{TTL: ttl, MaxEntries: 1000, Live: live})}
 }
 
 // Cache exposes the cache (tests set its clock).
-func (s *Service) Cache() *revcache.Cache[string, policy.OperatorSettings] { return s.cache }
+func (s *Service) Cache() *revcache.Cache[string, rulebook.OperatorSettings] { return s.cache }
 
 // Get returns the stored settings, uncached (what an admin reads and edits).
-func (s *Service) Get(ctx context.Context, ws string) (policy.OperatorSettings, error) {
+func (s *Service) Get(ctx context.Context, ws string) (rulebook.OperatorSettings, error) {
 	return s.store.OperatorSettings(ctx, ws)
 }
 
 // Cached returns the settings through the per-process cache.
-func (s *Service) Cached(ctx context.Context, ws string) (policy.OperatorSettings, error) {
+func (s *Service) Cached(ctx context.Context, ws string) (rulebook.OperatorSettings, error) {
 	// The cache must be live when the load begins: every change committed after the load's
 	// read is then delivered, and a delivery racing the fill is caught by the generation check.
-	return s.cache.Get(ctx, ws, func(ctx context.Context) (policy.OperatorSettings, time.Time, error) {
+	return s.cache.Get(ctx, ws, func(ctx context.Context) (rulebook.OperatorSettings, time.Time, error) {
 		v, err := s.store.OperatorSettings(ctx, ws)
 		return v, time.Time{}, err
 	})
 }
 
 // CanBuild is check_operator_can_build over the cached flag.
-func (s *Service) CanBuild(ctx context.Context, ws string, role policy.Role) error {
-	if role == policy.RoleAdmin || role == policy.RoleDeveloper {
+func (s *Service) CanBuild(ctx context.Context, ws string, role rulebook.Role) error {
+	if role == rulebook.RoleAdmin || role == rulebook.RoleDeveloper {
 		return nil
 	}
 	st, err := s.Cached(ctx, ws)
 	if err != nil {
 		return err
 	}
-	return policy.CanBuild(role, st)
+	return rulebook.CanBuild(role, st)
 }
 
 // Update is the only way operator settings change: every RPC that sets them (today
@@ -85,7 +85,7 @@ func (s *Service) CanBuild(ctx context.Context, ws string, role policy.Role) err
 // is priced by the SeatChecker inside the store's transaction, at the stream head, before the
 // store writes the merged patch; its trigger emits the "settings" event. The local entry is
 // dropped at once; other replicas drop theirs when the event arrives.
-func (s *Service) Update(ctx context.Context, ws string, patch policy.SettingsPatch) (store.OperatorSettingsChange, error) {
+func (s *Service) Update(ctx context.Context, ws string, patch rulebook.SettingsPatch) (store.OperatorSettingsChange, error) {
 	var enable func(ctx context.Context, head int64) error
 	if s.seats != nil {
 		enable = func(ctx context.Context, head int64) error { return s.seats.CheckBuilderEnable(ctx, ws, head) }

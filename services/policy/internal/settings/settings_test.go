@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/settings"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -18,11 +18,11 @@ import (
 // cache's two ends in isolation (the integration tests run them against Postgres).
 type memStore struct {
 	mu    sync.Mutex
-	s     map[string]policy.OperatorSettings
+	s     map[string]rulebook.OperatorSettings
 	reads int
 }
 
-func (m *memStore) OperatorSettings(_ context.Context, ws string) (policy.OperatorSettings, error) {
+func (m *memStore) OperatorSettings(_ context.Context, ws string) (rulebook.OperatorSettings, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++
@@ -38,7 +38,7 @@ func (m *memStore) set(ws string, builder bool) {
 	m.s[ws] = v
 }
 
-func (m *memStore) UpdateOperatorSettings(ctx context.Context, ws string, p policy.SettingsPatch,
+func (m *memStore) UpdateOperatorSettings(ctx context.Context, ws string, p rulebook.SettingsPatch,
 	enable func(context.Context, int64) error) (store.OperatorSettingsChange, error) {
 	if cur, _ := m.OperatorSettings(ctx, ws); p["builder"] && !cur.Builder && enable != nil {
 		if err := enable(ctx, 7); err != nil {
@@ -75,16 +75,16 @@ func TestBuilderCacheEnds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
+			st := &memStore{s: map[string]rulebook.OperatorSettings{"w": {Builder: true}}}
 			svc := settings.New(st, nil, 0, func() bool { return true })
 			clock := time.Unix(1000, 0)
 			svc.Cache().SetClock(func() time.Time { return clock })
-			require.NoError(t, svc.CanBuild(ctx, "w", policy.RoleOperator))
+			require.NoError(t, svc.CanBuild(ctx, "w", rulebook.RoleOperator))
 			st.set("w", false)
 			tc.step(svc, &clock)
-			err := svc.CanBuild(ctx, "w", policy.RoleOperator)
+			err := svc.CanBuild(ctx, "w", rulebook.RoleOperator)
 			if tc.wantRefuse {
-				require.ErrorIs(t, err, policy.ErrBuilderOff)
+				require.ErrorIs(t, err, rulebook.ErrBuilderOff)
 			} else {
 				require.NoError(t, err)
 			}
@@ -93,7 +93,7 @@ func TestBuilderCacheEnds(t *testing.T) {
 }
 
 func TestNothingCachedUntilLive(t *testing.T) {
-	st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
+	st := &memStore{s: map[string]rulebook.OperatorSettings{"w": {Builder: true}}}
 	live := false
 	svc := settings.New(st, nil, 0, func() bool { return live })
 	_, _ = svc.Cached(context.Background(), "w")
@@ -106,21 +106,21 @@ func TestNothingCachedUntilLive(t *testing.T) {
 }
 
 func TestDevelopersAndAdminsAlwaysBuild(t *testing.T) {
-	st := &memStore{s: map[string]policy.OperatorSettings{}}
+	st := &memStore{s: map[string]rulebook.OperatorSettings{}}
 	svc := settings.New(st, nil, 0, nil)
-	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleAdmin))
-	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleDeveloper))
-	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator), policy.ErrBuilderOff)
-	require.Error(t, svc.CanBuild(context.Background(), "w", policy.Role("")))
+	require.NoError(t, svc.CanBuild(context.Background(), "w", rulebook.RoleAdmin))
+	require.NoError(t, svc.CanBuild(context.Background(), "w", rulebook.RoleDeveloper))
+	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", rulebook.RoleOperator), rulebook.ErrBuilderOff)
+	require.Error(t, svc.CanBuild(context.Background(), "w", rulebook.Role("")))
 }
 
 // TestNilLiveNeverCaches: a service built without a stream to vouch for its entries reads
 // through every time (it used to mean "always live": a revoke would then wait for the TTL).
 func TestNilLiveNeverCaches(t *testing.T) {
-	st := &memStore{s: map[string]policy.OperatorSettings{"w": {Builder: true}}}
+	st := &memStore{s: map[string]rulebook.OperatorSettings{"w": {Builder: true}}}
 	svc := settings.New(st, nil, 0, nil)
-	require.NoError(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator))
+	require.NoError(t, svc.CanBuild(context.Background(), "w", rulebook.RoleOperator))
 	st.set("w", false)
-	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", policy.RoleOperator), policy.ErrBuilderOff)
+	require.ErrorIs(t, svc.CanBuild(context.Background(), "w", rulebook.RoleOperator), rulebook.ErrBuilderOff)
 	require.Equal(t, 2, st.reads)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/pkg/builderflag"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -27,7 +27,7 @@ func TestBuilderDefinitionAgrees(t *testing.T) {
 			require.NoError(t, pool.QueryRow(ctx, `SELECT operator_builder_on($1::jsonb)`, ex.Settings).Scan(&sqlOn))
 			require.Equal(t, ex.On, sqlOn, "SQL operator_builder_on")
 			require.Equal(t, ex.On, builderflag.On([]byte(ex.Settings)), "builderflag.On")
-			resolved, err := policy.ResolveOperatorSettings([]byte(ex.Settings))
+			resolved, err := rulebook.ResolveOperatorSettings([]byte(ex.Settings))
 			require.NoError(t, err)
 			require.Equal(t, ex.On, resolved.Builder, "policy's resolve")
 		})

@@ -8,13 +8,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // Runnable is a catalog item to register.
 type Runnable struct {
 	Workspace  string
-	Kind       policy.Kind
+	Kind       rulebook.Kind
 	Path       string
 	LatestHash string   // scripts only
 	Versions   []string // scripts only: every version hash, LatestHash included
@@ -24,7 +24,7 @@ type Runnable struct {
 
 // Item is a readable catalog item.
 type Item struct {
-	Kind       policy.Kind
+	Kind       rulebook.Kind
 	Path       string
 	LatestHash string
 	OnBehalfOf string
@@ -43,7 +43,7 @@ func (s *Store) RegisterRunnable(ctx context.Context, r Runnable) error {
 		return err
 	}
 	var latest *string
-	if r.Kind == policy.KindScript {
+	if r.Kind == rulebook.KindScript {
 		latest = &r.LatestHash
 	}
 	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
@@ -58,10 +58,10 @@ func (s *Store) RegisterRunnable(ctx context.Context, r Runnable) error {
 		if r.OnBehalfOf != "" {
 			names = append(names, r.OnBehalfOf)
 		}
-		if p, err := missingPrincipal(ctx, tx, r.Workspace, policy.Normalize(names)); err != nil {
+		if p, err := missingPrincipal(ctx, tx, r.Workspace, rulebook.Normalize(names)); err != nil {
 			return err
 		} else if p != "" {
-			return policy.NotFound("principal", p)
+			return rulebook.NotFound("principal", p)
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO catalog_item (workspace_id, kind, path, latest_hash, on_behalf_of, extra_perms)
@@ -72,10 +72,10 @@ func (s *Store) RegisterRunnable(ctx context.Context, r Runnable) error {
 			r.Workspace, string(r.Kind), r.Path, latest, r.OnBehalfOf, permsJSON); err != nil {
 			return err
 		}
-		if r.Kind != policy.KindScript {
+		if r.Kind != rulebook.KindScript {
 			return nil
 		}
-		versions := policy.Normalize(r.Versions)
+		versions := rulebook.Normalize(r.Versions)
 		if _, err := tx.Exec(ctx, `DELETE FROM script_version WHERE workspace_id = $1 AND path = $2 AND NOT (hash = ANY ($3))`,
 			r.Workspace, r.Path, versions); err != nil {
 			return err
@@ -84,21 +84,21 @@ func (s *Store) RegisterRunnable(ctx context.Context, r Runnable) error {
 			INSERT INTO script_version (workspace_id, path, hash) SELECT $1, $2, h FROM unnest($3::text[]) h
 			ON CONFLICT (workspace_id, path, hash) DO NOTHING`, r.Workspace, r.Path, versions)
 		if isUnique(err, "script_version_workspace_id_hash_key") {
-			return policy.ErrHashTaken
+			return rulebook.ErrHashTaken
 		}
 		return err
 	})
 }
 
 // RemoveRunnable removes a catalog item (a script with its versions).
-func (s *Store) RemoveRunnable(ctx context.Context, ws string, kind policy.Kind, path string) error {
+func (s *Store) RemoveRunnable(ctx context.Context, ws string, kind rulebook.Kind, path string) error {
 	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM catalog_item WHERE workspace_id = $1 AND kind = $2 AND path = $3`, ws, string(kind), path)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return policy.NotFound(string(kind), path)
+			return rulebook.NotFound(string(kind), path)
 		}
 		return nil
 	})
@@ -139,8 +139,8 @@ func (s *Store) asCaller(ctx context.Context, ws, username string, fn func(pgx.T
 // one query under row-level security (the builder re-checks up to 1,000 paths per flow).
 // Malformed or absent paths are simply not in the result. ErrNotMember / ErrMemberDisabled
 // when the caller is not an enabled member.
-func (s *Store) ReadablePaths(ctx context.Context, caller, workspace string, refs []policy.Ref) (map[policy.Ref]struct{}, error) {
-	out := map[policy.Ref]struct{}{}
+func (s *Store) ReadablePaths(ctx context.Context, caller, workspace string, refs []rulebook.Ref) (map[rulebook.Ref]struct{}, error) {
+	out := map[rulebook.Ref]struct{}{}
 	if len(refs) == 0 {
 		return out, nil
 	}
@@ -159,7 +159,7 @@ func (s *Store) ReadablePaths(ctx context.Context, caller, workspace string, ref
 		}
 		var k, p string
 		_, err = pgx.ForEachRow(rows, []any{&k, &p}, func() error {
-			out[policy.Ref{Kind: policy.Kind(k), Path: p}] = struct{}{}
+			out[rulebook.Ref{Kind: rulebook.Kind(k), Path: p}] = struct{}{}
 			return nil
 		})
 		return err
@@ -172,7 +172,7 @@ func (s *Store) ReadablePaths(ctx context.Context, caller, workspace string, ref
 
 // ListReadable lists every item of kind ("" for all) the caller can read, sorted by kind then
 // path, through the same row-level-security policy as ReadablePaths.
-func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind policy.Kind) ([]Item, error) {
+func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind rulebook.Kind) ([]Item, error) {
 	var items []Item
 	err := s.asCaller(ctx, workspace, caller, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
@@ -185,7 +185,7 @@ func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind
 			var it Item
 			var k string
 			err := r.Scan(&k, &it.Path, &it.LatestHash, &it.OnBehalfOf)
-			it.Kind = policy.Kind(k)
+			it.Kind = rulebook.Kind(k)
 			return it, err
 		})
 		return err
@@ -196,8 +196,8 @@ func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind
 // PinnedVersions returns the subset of pins that name a stored version of that very script
 // path in workspace, in one query. It says nothing about readability: check the paths with
 // ReadablePaths too.
-func (s *Store) PinnedVersions(ctx context.Context, workspace string, pins []policy.Pin) (map[policy.Pin]struct{}, error) {
-	out := map[policy.Pin]struct{}{}
+func (s *Store) PinnedVersions(ctx context.Context, workspace string, pins []rulebook.Pin) (map[rulebook.Pin]struct{}, error) {
+	out := map[rulebook.Pin]struct{}{}
 	if len(pins) == 0 {
 		return out, nil
 	}
@@ -215,7 +215,7 @@ func (s *Store) PinnedVersions(ctx context.Context, workspace string, pins []pol
 	}
 	var p, h string
 	if _, err := pgx.ForEachRow(rows, []any{&p, &h}, func() error {
-		out[policy.Pin{Path: p, Hash: h}] = struct{}{}
+		out[rulebook.Pin{Path: p, Hash: h}] = struct{}{}
 		return nil
 	}); err != nil {
 		return nil, err

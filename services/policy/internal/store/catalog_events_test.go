@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -23,7 +23,7 @@ func TestVersionChangesAreEvents(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM stream_outbox WHERE kind = 'catalog' AND key = 'u/owner/s'`).Scan(&n))
 		return n
 	}
-	script := store.Runnable{Workspace: "w", Kind: policy.KindScript, Path: "u/owner/s", LatestHash: "00000000000000a1",
+	script := store.Runnable{Workspace: "w", Kind: rulebook.KindScript, Path: "u/owner/s", LatestHash: "00000000000000a1",
 		Versions: []string{"00000000000000a0", "00000000000000a1"}}
 	require.NoError(t, s.RegisterRunnable(ctx, script))
 	before := events()
@@ -45,10 +45,10 @@ func TestVersionChangesAreEvents(t *testing.T) {
 func TestOnBehalfOfMustExist(t *testing.T) {
 	s := minimal(t, testdb.Pool(t))
 	ctx := context.Background()
-	err := s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/owner/ghostly", OnBehalfOf: "u/ghost"})
-	require.ErrorIs(t, err, policy.ErrNotFound)
-	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/owner/ok", OnBehalfOf: "u/owner"}))
-	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/owner/ok2", OnBehalfOf: "g/analysts"}))
+	err := s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/owner/ghostly", OnBehalfOf: "u/ghost"})
+	require.ErrorIs(t, err, rulebook.ErrNotFound)
+	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/owner/ok", OnBehalfOf: "u/owner"}))
+	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/owner/ok2", OnBehalfOf: "g/analysts"}))
 }
 
 // minimal is a workspace w with a developer "owner" and a group "analysts".
@@ -57,7 +57,7 @@ func minimal(t *testing.T, pool *pgxpool.Pool) *store.Store {
 	ctx := context.Background()
 	s := store.New(pool)
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	_, err := s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "owner", Email: "owner@x", Role: policy.RoleDeveloper}, nil)
+	_, err := s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "owner", Email: "owner@x", Role: rulebook.RoleDeveloper}, nil)
 	require.NoError(t, err)
 	_, err = s.UpsertGroup(ctx, "w", "analysts", []string{"owner"})
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -26,8 +26,8 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	require.NoError(t, s.CreateWorkspace(ctx, "other", "O", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	userToken := func(ws string) []byte {
-		_, d := policy.NewSecret(policy.PrefixUser)
-		require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: policy.NewTokenID(), Digest: d, Workspace: ws,
+		_, d := rulebook.NewSecret(rulebook.PrefixUser)
+		require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: rulebook.NewTokenID(), Digest: d, Workspace: ws,
 			Username: "admin", ExpiresAt: time.Now().Add(time.Hour)}))
 		return d
 	}
@@ -47,36 +47,36 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 		if n.JobID == "" {
 			n.JobID = newJobID()
 		}
-		if n.PermissionedAs == "" && n.Origin != policy.OriginJobToken {
+		if n.PermissionedAs == "" && n.Origin != rulebook.OriginJobToken {
 			n.PermissionedAs = "u/admin"
 		}
-		_, d := policy.NewSecret(policy.PrefixJob)
-		n.TokenID, n.TokenDigest, n.ExpiresAt = policy.NewTokenID(), d, time.Now().Add(time.Hour)
+		_, d := rulebook.NewSecret(rulebook.PrefixJob)
+		n.TokenID, n.TokenDigest, n.ExpiresAt = rulebook.NewTokenID(), d, time.Now().Add(time.Hour)
 		if n.Workspace == "" {
 			n.Workspace = "w"
 		}
 		cases = append(cases, tc{n, want})
 	}
 	for range 8 {
-		add(store.NewRun{Origin: policy.OriginDirect, CredentialDigest: alice}, nil)
-		add(store.NewRun{Origin: policy.OriginSchedule}, nil)
-		add(store.NewRun{Origin: policy.OriginJobToken, CredentialDigest: parentDigest}, nil)
+		add(store.NewRun{Origin: rulebook.OriginDirect, CredentialDigest: alice}, nil)
+		add(store.NewRun{Origin: rulebook.OriginSchedule}, nil)
+		add(store.NewRun{Origin: rulebook.OriginJobToken, CredentialDigest: parentDigest}, nil)
 	}
-	add(store.NewRun{JobID: dup, Origin: policy.OriginSchedule}, policy.ErrAlreadyExists)
-	add(store.NewRun{Origin: policy.OriginDirect, CredentialDigest: revoked}, policy.ErrBadCredential)
-	add(store.NewRun{Origin: policy.OriginDirect, CredentialDigest: otherWS}, policy.ErrWrongWorkspace)
-	add(store.NewRun{Origin: policy.OriginJobToken, CredentialDigest: alice}, policy.ErrBadCredential)
-	add(store.NewRun{Origin: policy.OriginJobToken, CredentialDigest: parentDigest, PermissionedAs: "u/else"}, policy.ErrPermissionedAs)
-	add(store.NewRun{Workspace: "nope", Origin: policy.OriginSchedule}, policy.ErrNotFound)
+	add(store.NewRun{JobID: dup, Origin: rulebook.OriginSchedule}, rulebook.ErrAlreadyExists)
+	add(store.NewRun{Origin: rulebook.OriginDirect, CredentialDigest: revoked}, rulebook.ErrBadCredential)
+	add(store.NewRun{Origin: rulebook.OriginDirect, CredentialDigest: otherWS}, rulebook.ErrWrongWorkspace)
+	add(store.NewRun{Origin: rulebook.OriginJobToken, CredentialDigest: alice}, rulebook.ErrBadCredential)
+	add(store.NewRun{Origin: rulebook.OriginJobToken, CredentialDigest: parentDigest, PermissionedAs: "u/else"}, rulebook.ErrPermissionedAs)
+	add(store.NewRun{Workspace: "nope", Origin: rulebook.OriginSchedule}, rulebook.ErrNotFound)
 
 	for round := range 3 {
 		if round > 0 { // fresh ids and tokens, same cases
 			for i := range cases {
-				if !errors.Is(cases[i].want, policy.ErrAlreadyExists) {
+				if !errors.Is(cases[i].want, rulebook.ErrAlreadyExists) {
 					cases[i].n.JobID = newJobID()
 				}
-				_, d := policy.NewSecret(policy.PrefixJob)
-				cases[i].n.TokenID, cases[i].n.TokenDigest = policy.NewTokenID(), d
+				_, d := rulebook.NewSecret(rulebook.PrefixJob)
+				cases[i].n.TokenID, cases[i].n.TokenDigest = rulebook.NewTokenID(), d
 			}
 		}
 		var wg sync.WaitGroup
@@ -90,9 +90,9 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 				require.NoError(t, err, "%+v", c.n)
 				require.False(t, run.CreatedAt.IsZero())
 				switch c.n.Origin {
-				case policy.OriginDirect:
+				case rulebook.OriginDirect:
 					require.Equal(t, "admin@x", *run.Viewer)
-				case policy.OriginJobToken:
+				case rulebook.OriginJobToken:
 					require.Equal(t, parent, run.ParentJobID)
 					require.Equal(t, "u/admin", run.PermissionedAs)
 				default:
@@ -104,8 +104,8 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 
 				require.NoError(t, s.FinishRun(ctx, "w", c.n.JobID))
 				_, err = s.Authenticate(ctx, c.n.TokenDigest)
-				require.ErrorIs(t, err, policy.ErrBadCredential, "a finished run's token is refused at once")
-				require.ErrorIs(t, s.FinishRun(ctx, "other", c.n.JobID), policy.ErrNotFound)
+				require.ErrorIs(t, err, rulebook.ErrBadCredential, "a finished run's token is refused at once")
+				require.ErrorIs(t, s.FinishRun(ctx, "other", c.n.JobID), rulebook.ErrNotFound)
 				require.NoError(t, s.FinishRun(ctx, "w", c.n.JobID), "finishing twice succeeds")
 			})
 		}
@@ -113,10 +113,10 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 	}
 	// The parent finished: a child is refused.
 	require.NoError(t, s.FinishRun(ctx, "w", parent))
-	_, d := policy.NewSecret(policy.PrefixJob)
-	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: policy.OriginJobToken,
-		CredentialDigest: parentDigest, TokenID: policy.NewTokenID(), TokenDigest: d, ExpiresAt: time.Now().Add(time.Hour)})
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	_, d := rulebook.NewSecret(rulebook.PrefixJob)
+	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: rulebook.OriginJobToken,
+		CredentialDigest: parentDigest, TokenID: rulebook.NewTokenID(), TokenDigest: d, ExpiresAt: time.Now().Add(time.Hour)})
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 }
 
 // countingTracer counts the statements a pool sends (BEGIN and COMMIT included: pgx sends them
@@ -156,23 +156,23 @@ func TestRecordAndFinishAreOneStatementEach(t *testing.T) {
 	defer pool.Close()
 	s := store.New(pool)
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	_, user := policy.NewSecret(policy.PrefixUser)
-	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: policy.NewTokenID(), Digest: user, Workspace: "w",
+	_, user := rulebook.NewSecret(rulebook.PrefixUser)
+	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: rulebook.NewTokenID(), Digest: user, Workspace: "w",
 		Username: "admin", ExpiresAt: time.Now().Add(time.Hour)}))
 	parent, parentDigest := liveRun(t, s, "w")
 	tr.take()
 
 	for _, n := range []store.NewRun{
-		{Origin: policy.OriginDirect, CredentialDigest: user, PermissionedAs: "u/admin"},
-		{Origin: policy.OriginJobToken, CredentialDigest: parentDigest},
-		{Origin: policy.OriginSchedule, PermissionedAs: "u/admin"},
+		{Origin: rulebook.OriginDirect, CredentialDigest: user, PermissionedAs: "u/admin"},
+		{Origin: rulebook.OriginJobToken, CredentialDigest: parentDigest},
+		{Origin: rulebook.OriginSchedule, PermissionedAs: "u/admin"},
 	} {
-		_, d := policy.NewSecret(policy.PrefixJob)
-		n.Workspace, n.JobID, n.TokenID, n.TokenDigest, n.ExpiresAt = "w", newJobID(), policy.NewTokenID(), d, time.Now().Add(time.Hour)
+		_, d := rulebook.NewSecret(rulebook.PrefixJob)
+		n.Workspace, n.JobID, n.TokenID, n.TokenDigest, n.ExpiresAt = "w", newJobID(), rulebook.NewTokenID(), d, time.Now().Add(time.Hour)
 		run, err := s.RecordRun(ctx, n)
 		require.NoError(t, err)
 		require.Len(t, tr.take(), 1, "RecordRun (%s) is one statement", n.Origin)
-		if n.Origin == policy.OriginJobToken {
+		if n.Origin == rulebook.OriginJobToken {
 			require.Equal(t, parent, run.ParentJobID)
 		}
 		require.NoError(t, s.FinishRun(ctx, "w", n.JobID))

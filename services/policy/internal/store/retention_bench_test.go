@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -52,9 +52,9 @@ func BenchmarkRunPathPartitions(b *testing.B) {
 			b.Logf("run partitions: %d", n)
 			record := func() (string, []byte) {
 				job := newJobID()
-				_, digest := policy.NewSecret(policy.PrefixJob)
-				_, err := s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: policy.OriginSchedule,
-					TokenID: policy.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(day)})
+				_, digest := rulebook.NewSecret(rulebook.PrefixJob)
+				_, err := s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: rulebook.OriginSchedule,
+					TokenID: rulebook.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(day)})
 				require.NoError(b, err)
 				return job, digest
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -33,8 +33,8 @@ func newJobID() string {
 func oldRun(t *testing.T, pool *pgxpool.Pool, ws string, at time.Time) (jobID string, digest []byte) {
 	t.Helper()
 	jobID = newJobID()
-	_, digest = policy.NewSecret(policy.PrefixJob)
-	tokenID := policy.NewTokenID()
+	_, digest = rulebook.NewSecret(rulebook.PrefixJob)
+	tokenID := rulebook.NewTokenID()
 	_, err := pool.Exec(context.Background(), `
 		WITH r AS (INSERT INTO run (job_id, workspace_id, permissioned_as, origin, token_id, created_at, finished_at)
 		           VALUES ($1, $2, 'u/admin', 'schedule', $3, $4::timestamptz, $4::timestamptz + interval '1 minute'))
@@ -49,9 +49,9 @@ func oldRun(t *testing.T, pool *pgxpool.Pool, ws string, at time.Time) (jobID st
 func liveRun(t *testing.T, s *store.Store, ws string) (jobID string, digest []byte) {
 	t.Helper()
 	jobID = newJobID()
-	_, digest = policy.NewSecret(policy.PrefixJob)
+	_, digest = rulebook.NewSecret(rulebook.PrefixJob)
 	_, err := s.RecordRun(context.Background(), store.NewRun{Workspace: ws, JobID: jobID, PermissionedAs: "u/admin",
-		Origin: policy.OriginSchedule, TokenID: policy.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(7 * day)})
+		Origin: rulebook.OriginSchedule, TokenID: rulebook.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(7 * day)})
 	require.NoError(t, err)
 	return jobID, digest
 }
@@ -130,7 +130,7 @@ func TestRetentionDropsOnlyExpiredPartitions(t *testing.T) {
 		"tok_live":           `NULL, now() + interval '300 days'`,
 	}
 	for id, times := range userTokens {
-		_, digest := policy.NewSecret(policy.PrefixUser)
+		_, digest := rulebook.NewSecret(rulebook.PrefixUser)
 		_, err := pool.Exec(ctx, `INSERT INTO token (id, digest, kind, workspace_id, username, created_at, revoked_at, expires_at)
 			VALUES ($1, $2, 'user', 'w', 'admin', now() - interval '30 days', `+times+`)`, id, digest)
 		require.NoError(t, err)
@@ -182,12 +182,12 @@ func TestRetentionDropsOnlyExpiredPartitions(t *testing.T) {
 	require.Contains(t, res.Dropped, today)
 	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM run WHERE job_id = $1`, liveJob))
 	_, err = s.Authenticate(ctx, liveDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 	_, err = s.RunByToken(ctx, liveDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
-	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: policy.OriginJobToken,
-		CredentialDigest: liveDigest, TokenID: policy.NewTokenID(), TokenDigest: policy.Digest("x"), ExpiresAt: now.Add(day)})
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
+	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: rulebook.OriginJobToken,
+		CredentialDigest: liveDigest, TokenID: rulebook.NewTokenID(), TokenDigest: rulebook.Digest("x"), ExpiresAt: now.Add(day)})
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 }
 
 // A job token whose run is gone is refused even while the token row is still there (the two
@@ -203,9 +203,9 @@ func TestTokenOfRemovedRunIsRefused(t *testing.T) {
 	_, err = pool.Exec(ctx, `DELETE FROM run WHERE job_id = $1`, job)
 	require.NoError(t, err)
 	_, err = s.Authenticate(ctx, digest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 	_, err = s.RunByToken(ctx, digest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 }
 
 // A job id names one run across every retained partition, as the old primary key did.
@@ -217,9 +217,9 @@ func TestRunJobIDUniqueAcrossPartitions(t *testing.T) {
 	_, err := s.Maintain(ctx, time.Now().Add(-3*day), retention)
 	require.NoError(t, err)
 	job, _ := oldRun(t, pool, "w", time.Now().Add(-3*day))
-	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: policy.OriginSchedule,
-		TokenID: policy.NewTokenID(), TokenDigest: policy.Digest("y"), ExpiresAt: time.Now().Add(day)})
-	require.ErrorIs(t, err, policy.ErrAlreadyExists)
+	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: rulebook.OriginSchedule,
+		TokenID: rulebook.NewTokenID(), TokenDigest: rulebook.Digest("y"), ExpiresAt: time.Now().Add(day)})
+	require.ErrorIs(t, err, rulebook.ErrAlreadyExists)
 
 	// Concurrent inserts of one new job id: exactly one wins.
 	job = newJobID()
@@ -227,8 +227,8 @@ func TestRunJobIDUniqueAcrossPartitions(t *testing.T) {
 	errs := make([]error, 8)
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: policy.OriginSchedule,
-				TokenID: policy.NewTokenID(), TokenDigest: policy.Digest(fmt.Sprint("z", i)), ExpiresAt: time.Now().Add(day)})
+			_, errs[i] = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin", Origin: rulebook.OriginSchedule,
+				TokenID: rulebook.NewTokenID(), TokenDigest: rulebook.Digest(fmt.Sprint("z", i)), ExpiresAt: time.Now().Add(day)})
 		})
 	}
 	wg.Wait()
@@ -237,7 +237,7 @@ func TestRunJobIDUniqueAcrossPartitions(t *testing.T) {
 		if err == nil {
 			won++
 		} else {
-			require.ErrorIs(t, err, policy.ErrAlreadyExists)
+			require.ErrorIs(t, err, rulebook.ErrAlreadyExists)
 		}
 	}
 	require.Equal(t, 1, won)
@@ -278,7 +278,7 @@ func TestMaintainConcurrentReplicas(t *testing.T) {
 					default:
 					}
 					_, recordErr = replicas[1].RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), PermissionedAs: "u/admin",
-						Origin: policy.OriginSchedule, TokenID: policy.NewTokenID(), TokenDigest: policy.Digest(newJobID()),
+						Origin: rulebook.OriginSchedule, TokenID: rulebook.NewTokenID(), TokenDigest: rulebook.Digest(newJobID()),
 						ExpiresAt: now.Add(day)})
 					recorded++
 				}

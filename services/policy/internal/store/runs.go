@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // Run is a recorded run identity.
@@ -15,7 +15,7 @@ type Run struct {
 	Workspace      string
 	JobID          string
 	PermissionedAs string
-	Origin         policy.Origin
+	Origin         rulebook.Origin
 	Viewer         *string // nil: no viewer
 	ParentJobID    string
 	TokenID        string
@@ -30,7 +30,7 @@ type NewRun struct {
 	Workspace      string
 	JobID          string
 	PermissionedAs string // for job_token origin: "" takes the parent's
-	Origin         policy.Origin
+	Origin         rulebook.Origin
 	// CredentialDigest is the digest of the credential that proves who started the run: a
 	// user token (app_session, direct, preview) or the parent's job token (job_token); nil for
 	// the origins without a viewer.
@@ -102,15 +102,15 @@ ORDER BY d.i`
 // the parent cannot slip between the check and the insert. The job token authenticates once
 // RecordRun returns: the statement has committed.
 func (s *Store) RecordRun(ctx context.Context, n NewRun) (Run, error) {
-	src, ok := policy.ViewerSourceOf(n.Origin)
+	src, ok := rulebook.ViewerSourceOf(n.Origin)
 	if !ok {
 		return Run{}, fmt.Errorf("unknown origin %q", n.Origin)
 	}
 	switch {
-	case src == policy.ViewerNone && n.CredentialDigest != nil:
-		return Run{}, policy.ErrCredentialUnused
-	case src != policy.ViewerNone && n.CredentialDigest == nil:
-		return Run{}, policy.ErrCredentialNeeded
+	case src == rulebook.ViewerNone && n.CredentialDigest != nil:
+		return Run{}, rulebook.ErrCredentialUnused
+	case src != rulebook.ViewerNone && n.CredentialDigest == nil:
+		return Run{}, rulebook.ErrCredentialNeeded
 	}
 	r, err := s.records.do(ctx, n)
 	if err != nil {
@@ -129,9 +129,9 @@ func (s *Store) recordRuns(ctx context.Context, ns []NewRun) ([]Run, error) {
 		make([]string, k), make([]string, k), make([]string, k), make([]string, k)
 	creds, digests, expires := make([][]byte, k), make([][]byte, k), make([]time.Time, k)
 	for i, n := range ns {
-		src, _ := policy.ViewerSourceOf(n.Origin)
+		src, _ := rulebook.ViewerSourceOf(n.Origin)
 		idx[i], wss[i], jobs[i], pas[i], origins[i], tids[i] = int32(i), n.Workspace, n.JobID, n.PermissionedAs, string(n.Origin), n.TokenID
-		srcs[i] = map[policy.ViewerSource]string{policy.ViewerNone: "none", policy.ViewerUser: "user", policy.ViewerParent: "parent"}[src]
+		srcs[i] = map[rulebook.ViewerSource]string{rulebook.ViewerNone: "none", rulebook.ViewerUser: "user", rulebook.ViewerParent: "parent"}[src]
 		creds[i], digests[i], expires[i] = n.CredentialDigest, n.TokenDigest, n.ExpiresAt
 	}
 	var out []Run
@@ -167,7 +167,7 @@ func (s *Store) recordRuns(ctx context.Context, ns []NewRun) ([]Run, error) {
 		return rows.Err()
 	})
 	if isUnique(err, "run_pkey") && k == 1 {
-		return nil, policy.ErrAlreadyExists
+		return nil, rulebook.ErrAlreadyExists
 	}
 	if err != nil {
 		return nil, err
@@ -184,13 +184,13 @@ func refusal(r Run) error {
 	case "":
 		return nil
 	case "workspace":
-		return policy.NotFound("workspace", r.Workspace)
+		return rulebook.NotFound("workspace", r.Workspace)
 	case "credential":
-		return policy.ErrBadCredential
+		return rulebook.ErrBadCredential
 	case "credential_workspace":
-		return policy.ErrWrongWorkspace
+		return rulebook.ErrWrongWorkspace
 	case "permissioned_as":
-		return policy.ErrPermissionedAs
+		return rulebook.ErrPermissionedAs
 	}
 	return fmt.Errorf("record run %s: unknown refusal %q", r.JobID, r.refused)
 }
@@ -201,14 +201,14 @@ func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	var origin string
 	err := row.Scan(&r.JobID, &r.Workspace, &r.PermissionedAs, &origin, &r.Viewer, &r.ParentJobID, &r.TokenID, &r.CreatedAt, &r.FinishedAt)
-	r.Origin = policy.Origin(origin)
+	r.Origin = rulebook.Origin(origin)
 	return r, err
 }
 
 func runByID(ctx context.Context, q rowQuerier, jobID string) (Run, error) {
 	r, err := scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM run WHERE job_id = $1`, jobID))
 	if errNoRows(err) {
-		return Run{}, policy.NotFound("run", jobID)
+		return Run{}, rulebook.NotFound("run", jobID)
 	}
 	return r, err
 }
@@ -222,7 +222,7 @@ func (s *Store) RunByToken(ctx context.Context, digest []byte) (Run, error) {
 			return err
 		}
 		if id.Kind != TokenJob {
-			return policy.ErrBadCredential
+			return rulebook.ErrBadCredential
 		}
 		run, err = runByID(ctx, tx, id.JobID)
 		return err
@@ -260,7 +260,7 @@ func (s *Store) FinishRun(ctx context.Context, ws, jobID string) error {
 		return err
 	}
 	if !found {
-		return policy.NotFound("run", jobID)
+		return rulebook.NotFound("run", jobID)
 	}
 	return nil
 }

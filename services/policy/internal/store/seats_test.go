@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -21,9 +21,9 @@ func TestMemberSeatsOnlyThroughTheCheckedPath(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	for _, m := range []store.Member{
-		{Username: "dev", Role: policy.RoleDeveloper},
-		{Username: "op", Role: policy.RoleOperator},
-		{Username: "off", Role: policy.RoleDeveloper, Disabled: true},
+		{Username: "dev", Role: rulebook.RoleDeveloper},
+		{Username: "op", Role: rulebook.RoleOperator},
+		{Username: "off", Role: rulebook.RoleDeveloper, Disabled: true},
 	} {
 		m.Workspace, m.Email = "w", m.Username+"@x"
 		_, err := s.UpsertMember(ctx, m, nil)
@@ -87,10 +87,10 @@ func TestMemberWritesArePricedAtTheHead(t *testing.T) {
 
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, check))
 	require.Equal(t, []int64{0}, priced, "the first admin is priced, at the empty stream's head")
-	require.ErrorIs(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, check), policy.ErrAlreadyExists)
+	require.ErrorIs(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, check), rulebook.ErrAlreadyExists)
 	require.Len(t, priced, 1)
 
-	op := store.Member{Workspace: "w", Username: "op", Email: "op@x", Role: policy.RoleOperator}
+	op := store.Member{Workspace: "w", Username: "op", Email: "op@x", Role: rulebook.RoleOperator}
 	h1 := head()
 	_, err := s.UpsertMember(ctx, op, check)
 	require.NoError(t, err)
@@ -102,16 +102,16 @@ func TestMemberWritesArePricedAtTheHead(t *testing.T) {
 	refuse = errors.New("over the cap")
 	h2 := head()
 	promoted := op
-	promoted.Role = policy.RoleDeveloper
+	promoted.Role = rulebook.RoleDeveloper
 	_, err = s.UpsertMember(ctx, promoted, check)
 	require.ErrorIs(t, err, refuse)
 	require.Equal(t, []int64{0, h1, h2}, priced, "priced at the head")
 	require.Equal(t, h2, head(), "the refused write appended no event")
 	tn, err := s.ResolveTenancy(ctx, "w", store.ByUsername, "op")
 	require.NoError(t, err)
-	require.Equal(t, policy.RoleOperator, tn.Role, "the refused promotion was not written")
+	require.Equal(t, rulebook.RoleOperator, tn.Role, "the refused promotion was not written")
 	require.ErrorIs(t, s.CreateWorkspace(ctx, "v", "V", store.Member{Username: "boss", Email: "boss@x"}, check), refuse)
 	_, err = s.OperatorSettings(ctx, "v")
-	var nf *policy.NotFoundError
+	var nf *rulebook.NotFoundError
 	require.ErrorAs(t, err, &nf, "the refused workspace was not created")
 }

@@ -5,25 +5,25 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // OperatorSettings returns a workspace's resolved operator settings.
-func (s *Store) OperatorSettings(ctx context.Context, ws string) (policy.OperatorSettings, error) {
+func (s *Store) OperatorSettings(ctx context.Context, ws string) (rulebook.OperatorSettings, error) {
 	var raw []byte
 	err := s.pool.QueryRow(ctx, `SELECT operator_settings FROM workspace_settings WHERE workspace_id = $1`, ws).Scan(&raw)
 	if errNoRows(err) {
-		return policy.OperatorSettings{}, policy.NotFound("workspace", ws)
+		return rulebook.OperatorSettings{}, rulebook.NotFound("workspace", ws)
 	}
 	if err != nil {
-		return policy.OperatorSettings{}, err
+		return rulebook.OperatorSettings{}, err
 	}
-	return policy.ResolveOperatorSettings(raw)
+	return rulebook.ResolveOperatorSettings(raw)
 }
 
 // OperatorSettingsChange is what UpdateOperatorSettings did.
 type OperatorSettingsChange struct {
-	Before, After policy.OperatorSettings
+	Before, After rulebook.OperatorSettings
 	// Position is the stream id of the "settings" event, 0 when nothing changed.
 	Position int64
 }
@@ -40,7 +40,7 @@ type OperatorSettingsChange struct {
 // path every seat-adding change shares (member writes too): one advisory lock taken before the
 // head is read, so two changes made at the same moment are priced one after the other, the
 // second seeing the first (a check-then-commit race would let both pass the seat cap together).
-func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch policy.SettingsPatch,
+func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch rulebook.SettingsPatch,
 	enable func(ctx context.Context, head int64) error) (OperatorSettingsChange, error) {
 	var ch OperatorSettingsChange
 	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
@@ -48,19 +48,19 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch pol
 		var raw []byte
 		err := tx.QueryRow(ctx, `SELECT operator_settings FROM workspace_settings WHERE workspace_id = $1 FOR UPDATE`, ws).Scan(&raw)
 		if errNoRows(err) {
-			return policy.NotFound("workspace", ws)
+			return rulebook.NotFound("workspace", ws)
 		}
 		if err != nil {
 			return err
 		}
-		if ch.Before, err = policy.ResolveOperatorSettings(raw); err != nil {
+		if ch.Before, err = rulebook.ResolveOperatorSettings(raw); err != nil {
 			return err
 		}
-		merged, err := policy.Merge(raw, patch)
+		merged, err := rulebook.Merge(raw, patch)
 		if err != nil {
 			return err
 		}
-		if ch.After, err = policy.ResolveOperatorSettings(merged); err != nil {
+		if ch.After, err = rulebook.ResolveOperatorSettings(merged); err != nil {
 			return err
 		}
 		var changed bool

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // Store is the policy database.
@@ -110,7 +110,7 @@ func lockWorkspace(ctx context.Context, tx pgx.Tx, ws string) error {
 	var one int
 	err := tx.QueryRow(ctx, `SELECT 1 FROM workspace WHERE id = $1 FOR NO KEY UPDATE`, ws).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return policy.NotFound("workspace", ws)
+		return rulebook.NotFound("workspace", ws)
 	}
 	return err
 }
@@ -119,7 +119,7 @@ func workspaceExists(ctx context.Context, q pgx.Tx, ws string) error {
 	var one int
 	err := q.QueryRow(ctx, `SELECT 1 FROM workspace WHERE id = $1`, ws).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return policy.NotFound("workspace", ws)
+		return rulebook.NotFound("workspace", ws)
 	}
 	return err
 }

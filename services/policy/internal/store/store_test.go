@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/pkg/pgtest"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
@@ -28,14 +28,14 @@ func fixture(t *testing.T) *store.Store {
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	require.NoError(t, s.CreateWorkspace(ctx, "other", "Other", store.Member{Username: "admin", Email: "admin@x"}, nil))
 	for _, m := range []store.Member{
-		{Username: "owner", Role: policy.RoleDeveloper},
-		{Username: "freader", Role: policy.RoleOperator},
-		{Username: "fwriter", Role: policy.RoleDeveloper},
-		{Username: "fowner", Role: policy.RoleDeveloper},
-		{Username: "grouped", Role: policy.RoleOperator},
-		{Username: "direct", Role: policy.RoleOperator},
-		{Username: "stranger", Role: policy.RoleDeveloper},
-		{Username: "disabled", Role: policy.RoleOperator, Disabled: true},
+		{Username: "owner", Role: rulebook.RoleDeveloper},
+		{Username: "freader", Role: rulebook.RoleOperator},
+		{Username: "fwriter", Role: rulebook.RoleDeveloper},
+		{Username: "fowner", Role: rulebook.RoleDeveloper},
+		{Username: "grouped", Role: rulebook.RoleOperator},
+		{Username: "direct", Role: rulebook.RoleOperator},
+		{Username: "stranger", Role: rulebook.RoleDeveloper},
+		{Username: "disabled", Role: rulebook.RoleOperator, Disabled: true},
 	} {
 		m.Workspace, m.Email = "w", m.Username+"@x"
 		_, err := s.UpsertMember(ctx, m, nil)
@@ -45,30 +45,30 @@ func fixture(t *testing.T) *store.Store {
 	require.NoError(t, err)
 	_, err = s.UpsertGroup(ctx, "w", "analysts", []string{"grouped", "disabled"})
 	require.NoError(t, err)
-	_, err = s.UpsertFolder(ctx, "w", policy.FolderGrants{Name: "fin", Owners: []string{"u/fowner"},
+	_, err = s.UpsertFolder(ctx, "w", rulebook.FolderGrants{Name: "fin", Owners: []string{"u/fowner"},
 		Readers: []string{"u/freader", "u/disabled"}, Writers: []string{"g/writers"}})
 	require.NoError(t, err)
 	reg := func(r store.Runnable) {
 		r.Workspace = "w"
 		require.NoError(t, s.RegisterRunnable(ctx, r))
 	}
-	reg(store.Runnable{Kind: policy.KindScript, Path: "u/owner/s", LatestHash: "00000000000000a1", Versions: []string{"00000000000000a0", "00000000000000a1"}})
-	reg(store.Runnable{Kind: policy.KindFlow, Path: "f/fin/report"})
-	reg(store.Runnable{Kind: policy.KindApp, Path: "u/owner/shared", ExtraPerms: map[string]bool{"g/analysts": false, "u/direct": true}})
-	reg(store.Runnable{Kind: policy.KindScript, Path: "f/other/x", LatestHash: "00000000000000b1", Versions: []string{"00000000000000b1"}})
+	reg(store.Runnable{Kind: rulebook.KindScript, Path: "u/owner/s", LatestHash: "00000000000000a1", Versions: []string{"00000000000000a0", "00000000000000a1"}})
+	reg(store.Runnable{Kind: rulebook.KindFlow, Path: "f/fin/report"})
+	reg(store.Runnable{Kind: rulebook.KindApp, Path: "u/owner/shared", ExtraPerms: map[string]bool{"g/analysts": false, "u/direct": true}})
+	reg(store.Runnable{Kind: rulebook.KindScript, Path: "f/other/x", LatestHash: "00000000000000b1", Versions: []string{"00000000000000b1"}})
 	// Same path in another workspace: never visible from w.
-	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "other", Kind: policy.KindFlow, Path: "u/owner/s"}))
+	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "other", Kind: rulebook.KindFlow, Path: "u/owner/s"}))
 	return s
 }
 
-var refs = []policy.Ref{
-	{Kind: policy.KindScript, Path: "u/owner/s"},
-	{Kind: policy.KindFlow, Path: "f/fin/report"},
-	{Kind: policy.KindApp, Path: "u/owner/shared"},
-	{Kind: policy.KindScript, Path: "f/other/x"},
-	{Kind: policy.KindFlow, Path: "u/owner/s"},      // exists only in "other"
-	{Kind: policy.KindScript, Path: "u/owner/nope"}, // does not exist
-	{Kind: policy.KindScript, Path: "hub/1/x"},      // malformed for the catalog
+var refs = []rulebook.Ref{
+	{Kind: rulebook.KindScript, Path: "u/owner/s"},
+	{Kind: rulebook.KindFlow, Path: "f/fin/report"},
+	{Kind: rulebook.KindApp, Path: "u/owner/shared"},
+	{Kind: rulebook.KindScript, Path: "f/other/x"},
+	{Kind: rulebook.KindFlow, Path: "u/owner/s"},      // exists only in "other"
+	{Kind: rulebook.KindScript, Path: "u/owner/nope"}, // does not exist
+	{Kind: rulebook.KindScript, Path: "hub/1/x"},      // malformed for the catalog
 }
 
 // Readable holds, per user, the indexes into refs they can read.
@@ -85,8 +85,8 @@ var readableTable = []struct {
 	{user: "grouped", want: []int{2}},
 	{user: "direct", want: []int{2}},
 	{user: "stranger", want: nil},
-	{user: "disabled", wantErr: policy.ErrMemberDisabled},
-	{user: "nobody", wantErr: policy.ErrNotMember},
+	{user: "disabled", wantErr: rulebook.ErrMemberDisabled},
+	{user: "nobody", wantErr: rulebook.ErrNotMember},
 }
 
 func TestReadableTable(t *testing.T) {
@@ -103,14 +103,14 @@ func TestReadableTable(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.NoError(t, lerr)
-			want := map[policy.Ref]struct{}{}
+			want := map[rulebook.Ref]struct{}{}
 			for _, i := range tc.want {
 				want[refs[i]] = struct{}{}
 			}
 			require.Equal(t, want, got, "ReadablePaths")
-			listed := map[policy.Ref]struct{}{}
+			listed := map[rulebook.Ref]struct{}{}
 			for _, it := range items {
-				listed[policy.Ref{Kind: it.Kind, Path: it.Path}] = struct{}{}
+				listed[rulebook.Ref{Kind: it.Kind, Path: it.Path}] = struct{}{}
 			}
 			require.Equal(t, want, listed, "ListReadable agrees with ReadablePaths")
 		})
@@ -119,11 +119,11 @@ func TestReadableTable(t *testing.T) {
 
 func TestReadablePathsOneQueryForThousandPaths(t *testing.T) {
 	s := fixture(t)
-	many := make([]policy.Ref, 0, 1000)
+	many := make([]rulebook.Ref, 0, 1000)
 	for i := range 999 {
-		many = append(many, policy.Ref{Kind: policy.KindScript, Path: fmt.Sprintf("u/owner/n%d", i)})
+		many = append(many, rulebook.Ref{Kind: rulebook.KindScript, Path: fmt.Sprintf("u/owner/n%d", i)})
 	}
-	many = append(many, policy.Ref{Kind: policy.KindScript, Path: "u/owner/s"})
+	many = append(many, rulebook.Ref{Kind: rulebook.KindScript, Path: "u/owner/s"})
 	got, err := s.ReadablePaths(context.Background(), "owner", "w", many)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -131,7 +131,7 @@ func TestReadablePathsOneQueryForThousandPaths(t *testing.T) {
 
 func TestPinnedVersions(t *testing.T) {
 	s := fixture(t)
-	pins := []policy.Pin{
+	pins := []rulebook.Pin{
 		{Path: "u/owner/s", Hash: "00000000000000a0"}, // an old version: valid
 		{Path: "u/owner/s", Hash: "00000000000000a1"},
 		{Path: "u/owner/s", Hash: "00000000000000b1"}, // another script's hash
@@ -140,16 +140,16 @@ func TestPinnedVersions(t *testing.T) {
 	}
 	got, err := s.PinnedVersions(context.Background(), "w", pins)
 	require.NoError(t, err)
-	require.Equal(t, map[policy.Pin]struct{}{pins[0]: {}, pins[1]: {}}, got)
+	require.Equal(t, map[rulebook.Pin]struct{}{pins[0]: {}, pins[1]: {}}, got)
 	_, err = s.PinnedVersions(context.Background(), "other", pins[:1])
 	require.NoError(t, err)
 }
 
 func TestHashBelongsToOnePath(t *testing.T) {
 	s := fixture(t)
-	err := s.RegisterRunnable(context.Background(), store.Runnable{Workspace: "w", Kind: policy.KindScript,
+	err := s.RegisterRunnable(context.Background(), store.Runnable{Workspace: "w", Kind: rulebook.KindScript,
 		Path: "u/owner/thief", LatestHash: "00000000000000a1", Versions: []string{"00000000000000a1"}})
-	require.ErrorIs(t, err, policy.ErrHashTaken)
+	require.ErrorIs(t, err, rulebook.ErrHashTaken)
 }
 
 // TestRLSFailsClosed reads the catalog as the reader role with no caller set: no rows, even
@@ -159,7 +159,7 @@ func TestRLSFailsClosed(t *testing.T) {
 	s := store.New(pool)
 	ctx := context.Background()
 	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: policy.KindFlow, Path: "u/admin/f"}))
+	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/admin/f"}))
 	for name, setup := range map[string]string{
 		"nothing set":    ``,
 		"workspace only": `SELECT set_config('millwright.caller_workspace', 'w', true)`,
@@ -208,7 +208,7 @@ func TestBuilderOnOnlyThroughTheCheckedPath(t *testing.T) {
 	}
 
 	var priced []int64
-	ch, err := s.UpdateOperatorSettings(ctx, "w", policy.SettingsPatch{"builder": true},
+	ch, err := s.UpdateOperatorSettings(ctx, "w", rulebook.SettingsPatch{"builder": true},
 		func(_ context.Context, head int64) error { priced = append(priced, head); return nil })
 	require.NoError(t, err)
 	require.True(t, ch.After.Builder)

@@ -5,11 +5,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // SetWorkerTags replaces a workspace's tag rules.
-func (s *Store) SetWorkerTags(ctx context.Context, ws string, rules []policy.TagRule) error {
+func (s *Store) SetWorkerTags(ctx context.Context, ws string, rules []rulebook.TagRule) error {
 	names := make([]string, len(rules))
 	priv := make([]bool, len(rules))
 	for i, r := range rules {
@@ -31,8 +31,8 @@ func (s *Store) SetWorkerTags(ctx context.Context, ws string, rules []policy.Tag
 }
 
 // WorkerTags lists a workspace's tag rules sorted by name.
-func (s *Store) WorkerTags(ctx context.Context, ws string) ([]policy.TagRule, error) {
-	var out []policy.TagRule
+func (s *Store) WorkerTags(ctx context.Context, ws string) ([]rulebook.TagRule, error) {
+	var out []rulebook.TagRule
 	err := s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
 		if err := workspaceExists(ctx, tx, ws); err != nil {
 			return err
@@ -41,8 +41,8 @@ func (s *Store) WorkerTags(ctx context.Context, ws string) ([]policy.TagRule, er
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy.TagRule, error) {
-			var t policy.TagRule
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (rulebook.TagRule, error) {
+			var t rulebook.TagRule
 			err := r.Scan(&t.Name, &t.Privileged)
 			return t, err
 		})

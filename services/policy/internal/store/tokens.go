@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // TokenKind is "user" or "job".
@@ -68,7 +68,7 @@ func (s *Store) RevokeToken(ctx context.Context, ws, id, onlyUser string) error 
 		err := tx.QueryRow(ctx, `SELECT username FROM token WHERE id = $1 AND workspace_id = $2 AND kind = 'user' FOR UPDATE`,
 			id, ws).Scan(&owner)
 		if errNoRows(err) || (err == nil && onlyUser != "" && owner != onlyUser) {
-			return policy.NotFound("token", id)
+			return rulebook.NotFound("token", id)
 		}
 		if err != nil {
 			return err
@@ -108,13 +108,13 @@ func authenticate(ctx context.Context, q rowQuerier, digest []byte, lock bool) (
 	}
 	err := q.QueryRow(ctx, sql, digest).Scan(&t.ID, &kind, &t.Workspace, &t.Username, &t.Email, &t.Scopes, &t.JobID, &t.ExpiresAt, &live)
 	if errNoRows(err) {
-		return TokenIdentity{}, policy.ErrBadCredential
+		return TokenIdentity{}, rulebook.ErrBadCredential
 	}
 	if err != nil {
 		return TokenIdentity{}, err
 	}
 	if !live {
-		return TokenIdentity{}, policy.ErrBadCredential
+		return TokenIdentity{}, rulebook.ErrBadCredential
 	}
 	t.Kind = TokenKind(kind)
 	return t, nil

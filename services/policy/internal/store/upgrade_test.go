@@ -14,7 +14,7 @@ import (
 
 	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/pgtest"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 	"github.com/millwright/millwright/services/policy/migrations"
@@ -56,26 +56,26 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 
 	// Rows as version 6 wrote them: a user token, a revoked one, a live run (recorded with the
 	// user token: viewer admin@x), a child of it, and a run finished 30 days ago.
-	_, userDigest := policy.NewSecret(policy.PrefixUser)
+	_, userDigest := rulebook.NewSecret(rulebook.PrefixUser)
 	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: "tok_user", Digest: userDigest, Workspace: "w",
 		Username: "admin", ExpiresAt: time.Now().Add(300 * 24 * time.Hour)}))
-	_, err = s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "dev", Email: "dev@x", Role: policy.RoleDeveloper}, nil)
+	_, err = s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "dev", Email: "dev@x", Role: rulebook.RoleDeveloper}, nil)
 	require.NoError(t, err)
-	_, devDigest := policy.NewSecret(policy.PrefixUser)
+	_, devDigest := rulebook.NewSecret(rulebook.PrefixUser)
 	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: "tok_dev", Digest: devDigest, Workspace: "w",
 		Username: "dev", ExpiresAt: time.Now().Add(300 * 24 * time.Hour)}))
-	_, revokedDigest := policy.NewSecret(policy.PrefixUser)
+	_, revokedDigest := rulebook.NewSecret(rulebook.PrefixUser)
 	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: "tok_revoked", Digest: revokedDigest, Workspace: "w",
 		Username: "admin", ExpiresAt: time.Now().Add(300 * 24 * time.Hour)}))
 	require.NoError(t, s.RevokeToken(ctx, "w", "tok_revoked", ""))
 	liveJob := newJobID()
-	_, liveDigest := policy.NewSecret(policy.PrefixJob)
-	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: liveJob, Origin: policy.OriginDirect, PermissionedAs: "u/admin",
+	_, liveDigest := rulebook.NewSecret(rulebook.PrefixJob)
+	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: liveJob, Origin: rulebook.OriginDirect, PermissionedAs: "u/admin",
 		CredentialDigest: userDigest, TokenID: "tok_live_job", TokenDigest: liveDigest, ExpiresAt: time.Now().Add(7 * 24 * time.Hour)})
 	require.NoError(t, err)
 	childJob := newJobID()
-	_, childDigest := policy.NewSecret(policy.PrefixJob)
-	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: childJob, Origin: policy.OriginJobToken,
+	_, childDigest := rulebook.NewSecret(rulebook.PrefixJob)
+	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: childJob, Origin: rulebook.OriginJobToken,
 		CredentialDigest: liveDigest, TokenID: "tok_child_job", TokenDigest: childDigest, ExpiresAt: time.Now().Add(7 * 24 * time.Hour)})
 	require.NoError(t, err)
 	oldJob, oldDigest := oldRun(t, pool, "w", time.Now().Add(-30*24*time.Hour))
@@ -96,20 +96,20 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "admin", id.Username)
 	_, err = s.Authenticate(ctx, revokedDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 	_, err = s.Authenticate(ctx, oldDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 	run, err := s.RunByToken(ctx, childDigest)
 	require.NoError(t, err)
 	require.Equal(t, liveJob, run.ParentJobID)
 	require.Equal(t, "admin@x", *run.Viewer)
-	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: liveJob, Origin: policy.OriginSchedule, PermissionedAs: "u/admin",
-		TokenID: policy.NewTokenID(), TokenDigest: policy.Digest("again"), ExpiresAt: time.Now().Add(time.Hour)})
-	require.ErrorIs(t, err, policy.ErrAlreadyExists, "a legacy run's job id stays taken")
+	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: liveJob, Origin: rulebook.OriginSchedule, PermissionedAs: "u/admin",
+		TokenID: rulebook.NewTokenID(), TokenDigest: rulebook.Digest("again"), ExpiresAt: time.Now().Add(time.Hour)})
+	require.ErrorIs(t, err, rulebook.ErrAlreadyExists, "a legacy run's job id stays taken")
 	// The rows still change through the new tables' triggers (events and the identity guard).
 	require.NoError(t, s.FinishRun(ctx, "w", liveJob))
 	_, err = s.Authenticate(ctx, liveDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM stream_outbox WHERE kind = 'run' AND op = 'update' AND key = $1`, liveJob))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM stream_outbox WHERE kind = 'token' AND op = 'update' AND key = 'tok_live_job'`))
 	_, err = pool.Exec(ctx, `UPDATE run SET viewer_email = 'x@x' WHERE job_id = $1`, childJob)
@@ -118,7 +118,7 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.RemoveMember(ctx, "w", "dev"))
 	_, err = s.Authenticate(ctx, devDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 
 	// New runs are recorded (today's still fall into the legacy partition, which ends tomorrow);
 	// the legacy partitions leave like any day once past the retention.
@@ -130,7 +130,7 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 	require.Contains(t, res.Dropped, "token_job_legacy")
 	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM run WHERE job_id IN ($1, $2, $3)`, liveJob, childJob, oldJob))
 	_, err = s.RunByToken(ctx, childDigest)
-	require.ErrorIs(t, err, policy.ErrBadCredential)
+	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 }
 
 // testdb's fresh databases run the same migration with no rows: no legacy partitions.

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/millwright/millwright/pkg/stream"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // Member is one member row.
@@ -15,7 +15,7 @@ type Member struct {
 	Workspace string
 	Username  string
 	Email     string
-	Role      policy.Role
+	Role      rulebook.Role
 	Disabled  bool
 }
 
@@ -34,14 +34,14 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws, name string, admin Memb
 			return err
 		}
 		if exists {
-			return policy.ErrAlreadyExists
+			return rulebook.ErrAlreadyExists
 		}
 		if err := checkSeats(ctx, tx, check, memberGuard, ws+"/"+admin.Username); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO workspace (id, name) VALUES ($1, $2)`, ws, name); err != nil {
 			if isUnique(err, "") {
-				return policy.ErrAlreadyExists
+				return rulebook.ErrAlreadyExists
 			}
 			return err
 		}
@@ -92,7 +92,7 @@ func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx conte
 			SET email = EXCLUDED.email, role = EXCLUDED.role, disabled = EXCLUDED.disabled`,
 			m.Workspace, m.Username, m.Email, string(m.Role), m.Disabled)
 		if isUnique(err, "") {
-			return errors.Join(policy.ErrAlreadyExists, errors.New("email already belongs to another member"))
+			return errors.Join(rulebook.ErrAlreadyExists, errors.New("email already belongs to another member"))
 		}
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx conte
 			return err
 		}
 		if n == 0 {
-			return policy.ErrLastAdmin
+			return rulebook.ErrLastAdmin
 		}
 		return nil
 	})
@@ -122,12 +122,12 @@ func (s *Store) RemoveMember(ctx context.Context, ws, username string) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return policy.NotFound("member", username)
+			return rulebook.NotFound("member", username)
 		}
 		if n, err := countEnabledAdmins(ctx, tx, ws); err != nil {
 			return err
 		} else if n == 0 {
-			return policy.ErrLastAdmin
+			return rulebook.ErrLastAdmin
 		}
 		if err := forgetPrincipal(ctx, tx, ws, "u/"+username); err != nil {
 			return err
@@ -178,7 +178,7 @@ func missingPrincipal(ctx context.Context, tx pgx.Tx, ws string, list []string) 
 
 // UpsertGroup creates or replaces a group. Every member must exist.
 func (s *Store) UpsertGroup(ctx context.Context, ws, name string, members []string) ([]string, error) {
-	members = policy.Normalize(members)
+	members = rulebook.Normalize(members)
 	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
 		if err := lockWorkspace(ctx, tx, ws); err != nil {
 			return err
@@ -190,7 +190,7 @@ func (s *Store) UpsertGroup(ctx context.Context, ws, name string, members []stri
 		if p, err := missingPrincipal(ctx, tx, ws, users); err != nil {
 			return err
 		} else if p != "" {
-			return policy.NotFound("member", p[2:])
+			return rulebook.NotFound("member", p[2:])
 		}
 		_, err := tx.Exec(ctx, `
 			INSERT INTO workspace_group (workspace_id, name, members) VALUES ($1, $2, $3)
@@ -211,15 +211,15 @@ func (s *Store) DeleteGroup(ctx context.Context, ws, name string) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return policy.NotFound("group", name)
+			return rulebook.NotFound("group", name)
 		}
 		return forgetPrincipal(ctx, tx, ws, "g/"+name)
 	})
 }
 
 // UpsertFolder creates or replaces a folder's grants. Every principal must exist.
-func (s *Store) UpsertFolder(ctx context.Context, ws string, f policy.FolderGrants) (policy.FolderGrants, error) {
-	f.Owners, f.Readers, f.Writers = policy.Normalize(f.Owners), policy.Normalize(f.Readers), policy.Normalize(f.Writers)
+func (s *Store) UpsertFolder(ctx context.Context, ws string, f rulebook.FolderGrants) (rulebook.FolderGrants, error) {
+	f.Owners, f.Readers, f.Writers = rulebook.Normalize(f.Owners), rulebook.Normalize(f.Readers), rulebook.Normalize(f.Writers)
 	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
 		if err := lockWorkspace(ctx, tx, ws); err != nil {
 			return err
@@ -228,7 +228,7 @@ func (s *Store) UpsertFolder(ctx context.Context, ws string, f policy.FolderGran
 		if p, err := missingPrincipal(ctx, tx, ws, all); err != nil {
 			return err
 		} else if p != "" {
-			return policy.NotFound("principal", p)
+			return rulebook.NotFound("principal", p)
 		}
 		_, err := tx.Exec(ctx, `
 			INSERT INTO folder (workspace_id, name, owners, readers, writers) VALUES ($1, $2, $3, $4, $5)
@@ -252,7 +252,7 @@ func (s *Store) DeleteFolder(ctx context.Context, ws, name string) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return policy.NotFound("folder", name)
+			return rulebook.NotFound("folder", name)
 		}
 		return nil
 	})
@@ -269,8 +269,8 @@ const (
 
 // ResolveTenancy returns a member's tenancy. ErrNotMember for no such member (or no such
 // workspace), ErrMemberDisabled for a disabled one: never an empty tenancy.
-func (s *Store) ResolveTenancy(ctx context.Context, ws string, by By, value string) (policy.Tenancy, error) {
-	var t policy.Tenancy
+func (s *Store) ResolveTenancy(ctx context.Context, ws string, by By, value string) (rulebook.Tenancy, error) {
+	var t rulebook.Tenancy
 	err := s.inTx(ctx, snapshot, func(tx pgx.Tx) error {
 		var err error
 		t, err = resolveTenancy(ctx, tx, ws, by, value)
@@ -280,12 +280,12 @@ func (s *Store) ResolveTenancy(ctx context.Context, ws string, by By, value stri
 }
 
 // resolveTenancy is the one implementation of "who is this member": role, groups, folders.
-func resolveTenancy(ctx context.Context, tx pgx.Tx, ws string, by By, value string) (policy.Tenancy, error) {
+func resolveTenancy(ctx context.Context, tx pgx.Tx, ws string, by By, value string) (rulebook.Tenancy, error) {
 	col := "username"
 	if by == ByEmail {
 		col = "email"
 	}
-	t := policy.Tenancy{Workspace: ws}
+	t := rulebook.Tenancy{Workspace: ws}
 	var role string
 	err := tx.QueryRow(ctx, `
 		SELECT m.username, m.email, m.role, m.disabled,
@@ -294,32 +294,32 @@ func resolveTenancy(ctx context.Context, tx pgx.Tx, ws string, by By, value stri
 		FROM member m WHERE m.workspace_id = $1 AND m.`+col+` = $2`, ws, value).
 		Scan(&t.Username, &t.Email, &role, &t.Disabled, &t.Groups)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return policy.Tenancy{}, policy.ErrNotMember
+		return rulebook.Tenancy{}, rulebook.ErrNotMember
 	}
 	if err != nil {
-		return policy.Tenancy{}, err
+		return rulebook.Tenancy{}, err
 	}
-	t.Role = policy.Role(role)
+	t.Role = rulebook.Role(role)
 	if t.Disabled {
-		return policy.Tenancy{}, policy.ErrMemberDisabled
+		return rulebook.Tenancy{}, rulebook.ErrMemberDisabled
 	}
 	principals := t.Principals()
 	rows, err := tx.Query(ctx, `
 		SELECT name, owners, readers, writers FROM folder
 		WHERE workspace_id = $1 AND (owners && $2 OR readers && $2 OR writers && $2) ORDER BY name`, ws, principals)
 	if err != nil {
-		return policy.Tenancy{}, err
+		return rulebook.Tenancy{}, err
 	}
-	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy.FolderGrants, error) {
-		var f policy.FolderGrants
+	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (rulebook.FolderGrants, error) {
+		var f rulebook.FolderGrants
 		err := r.Scan(&f.Name, &f.Owners, &f.Readers, &f.Writers)
 		return f, err
 	})
 	if err != nil {
-		return policy.Tenancy{}, err
+		return rulebook.Tenancy{}, err
 	}
 	for _, f := range grants {
-		if a, ok := policy.AccessTo(principals, f); ok {
+		if a, ok := rulebook.AccessTo(principals, f); ok {
 			t.Folders = append(t.Folders, a)
 		}
 	}
@@ -358,7 +358,7 @@ func (s *Store) MembershipSnapshot(ctx context.Context) (Snapshot, error) {
 			var m Member
 			var role string
 			err := r.Scan(&m.Workspace, &m.Username, &m.Email, &role, &m.Disabled)
-			m.Role = policy.Role(role)
+			m.Role = rulebook.Role(role)
 			return m, err
 		})
 		if err != nil {
@@ -375,7 +375,7 @@ func (s *Store) MembershipSnapshot(ctx context.Context) (Snapshot, error) {
 			if err := r.Scan(&wb.Workspace, &raw); err != nil {
 				return wb, err
 			}
-			st, err := policy.ResolveOperatorSettings(raw)
+			st, err := rulebook.ResolveOperatorSettings(raw)
 			wb.Builder = st.Builder
 			return wb, err
 		})

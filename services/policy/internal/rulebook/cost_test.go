@@ -1,4 +1,4 @@
-package policy_test
+package rulebook_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/millwright/millwright/pkg/costtest"
-	"github.com/millwright/millwright/services/policy/internal/policy"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
 // ResultCacheKey canonicalizes a request's args (up to 1 MiB): its cost must be linear in them
@@ -39,7 +39,7 @@ func TestCanonicalArgsCostLinear(t *testing.T) {
 			pts := costtest.Measure([]int{1, 4, 16}, func(s int) func() (int, int) {
 				in := gen(s)
 				return func() (int, int) {
-					args, err := policy.CanonicalArgs(in)
+					args, err := rulebook.CanonicalArgs(in)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,4 +1,4 @@
-package policy
+package rulebook
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package policy
+package rulebook
 
 // TagRule is one worker tag a workspace may use.
 type TagRule struct {
