@@ -11,6 +11,7 @@ import (
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/pkg/validate"
 	"github.com/millwright/millwright/services/policy/internal/builder"
+	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/settings"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -81,4 +82,30 @@ var ServiceDescs = []grpc.ServiceDesc{
 
 func (h *handlers) authorize(ctx context.Context, workspace string) (Caller, error) {
 	return authorize(ctx, h.Store, workspace)
+}
+
+// actingFor authorizes the call on ws and names the member the call is about (see subject).
+func (h *handlers) actingFor(ctx context.Context, ws, username string) (Caller, string, error) {
+	c, err := h.authorize(ctx, ws)
+	if err != nil {
+		return Caller{}, "", err
+	}
+	who, err := subject(c, username)
+	if err != nil {
+		return Caller{}, "", err
+	}
+	return c, who, nil
+}
+
+// tenancyFor is actingFor, then the named member's tenancy in ws.
+func (h *handlers) tenancyFor(ctx context.Context, ws, username string) (rulebook.Tenancy, error) {
+	_, who, err := h.actingFor(ctx, ws, username)
+	if err != nil {
+		return rulebook.Tenancy{}, err
+	}
+	t, err := h.Store.ResolveTenancy(ctx, ws, store.ByUsername, who)
+	if err != nil {
+		return rulebook.Tenancy{}, mapErr(err)
+	}
+	return t, nil
 }

@@ -62,11 +62,7 @@ type builderCaller struct {
 // caller authorizes the call and resolves the member the check is about: the user behind a user
 // token (on_behalf_of empty or its own name), or the user the service token names.
 func (h *handlers) builderCaller(ctx context.Context, ws, onBehalfOf string) (builderCaller, error) {
-	c, err := h.authorize(ctx, ws)
-	if err != nil {
-		return builderCaller{}, err
-	}
-	who, err := subject(c, onBehalfOf)
+	c, who, err := h.actingFor(ctx, ws, onBehalfOf)
 	if err != nil {
 		return builderCaller{}, err
 	}

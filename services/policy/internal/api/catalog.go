@@ -68,11 +68,7 @@ func (s *catalogServer) RemoveRunnable(ctx context.Context, req *policyv1.Remove
 }
 
 func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListReadableRequest) (*policyv1.ListReadableResponse, error) {
-	c, err := s.h.authorize(ctx, req.GetWorkspace())
-	if err != nil {
-		return nil, err
-	}
-	who, err := subject(c, req.GetUsername())
+	_, who, err := s.h.actingFor(ctx, req.GetWorkspace(), req.GetUsername())
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +86,7 @@ func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListRead
 }
 
 func (s *catalogServer) CheckReadable(ctx context.Context, req *policyv1.CheckReadableRequest) (*policyv1.CheckReadableResponse, error) {
-	c, err := s.h.authorize(ctx, req.GetWorkspace())
-	if err != nil {
-		return nil, err
-	}
-	who, err := subject(c, req.GetUsername())
+	_, who, err := s.h.actingFor(ctx, req.GetWorkspace(), req.GetUsername())
 	if err != nil {
 		return nil, err
 	}

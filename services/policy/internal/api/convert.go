@@ -8,6 +8,18 @@ import (
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
+// toProto is the reverse look-up of a proto-to-domain enum map; a domain value the map lacks
+// becomes the proto zero value (UNSPECIFIED).
+func toProto[P, D comparable](m map[P]D, d D) P {
+	for p, v := range m {
+		if v == d {
+			return p
+		}
+	}
+	var unspecified P
+	return unspecified
+}
+
 var roles = map[policyv1.Role]rulebook.Role{
 	policyv1.Role_ROLE_ADMIN:     rulebook.RoleAdmin,
 	policyv1.Role_ROLE_DEVELOPER: rulebook.RoleDeveloper,
@@ -16,14 +28,7 @@ var roles = map[policyv1.Role]rulebook.Role{
 
 func roleFromProto(r policyv1.Role) (rulebook.Role, bool) { v, ok := roles[r]; return v, ok }
 
-func roleToProto(r rulebook.Role) policyv1.Role {
-	for k, v := range roles {
-		if v == r {
-			return k
-		}
-	}
-	return policyv1.Role_ROLE_UNSPECIFIED
-}
+func roleToProto(r rulebook.Role) policyv1.Role { return toProto(roles, r) }
 
 var kinds = map[policyv1.RunnableKind]rulebook.Kind{
 	policyv1.RunnableKind_RUNNABLE_KIND_SCRIPT: rulebook.KindScript,
@@ -33,14 +38,7 @@ var kinds = map[policyv1.RunnableKind]rulebook.Kind{
 
 func kindFromProto(k policyv1.RunnableKind) (rulebook.Kind, bool) { v, ok := kinds[k]; return v, ok }
 
-func kindToProto(k rulebook.Kind) policyv1.RunnableKind {
-	for p, v := range kinds {
-		if v == k {
-			return p
-		}
-	}
-	return policyv1.RunnableKind_RUNNABLE_KIND_UNSPECIFIED
-}
+func kindToProto(k rulebook.Kind) policyv1.RunnableKind { return toProto(kinds, k) }
 
 var origins = map[policyv1.RunOrigin]rulebook.Origin{
 	policyv1.RunOrigin_RUN_ORIGIN_APP_SESSION:   rulebook.OriginAppSession,
@@ -55,14 +53,7 @@ var origins = map[policyv1.RunOrigin]rulebook.Origin{
 
 func originFromProto(o policyv1.RunOrigin) (rulebook.Origin, bool) { v, ok := origins[o]; return v, ok }
 
-func originToProto(o rulebook.Origin) policyv1.RunOrigin {
-	for p, v := range origins {
-		if v == o {
-			return p
-		}
-	}
-	return policyv1.RunOrigin_RUN_ORIGIN_UNSPECIFIED
-}
+func originToProto(o rulebook.Origin) policyv1.RunOrigin { return toProto(origins, o) }
 
 func runToProto(r store.Run) *policyv1.RunIdentity {
 	out := &policyv1.RunIdentity{

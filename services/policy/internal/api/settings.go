@@ -4,7 +4,6 @@ import (
 	"context"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
 type settingsServer struct {
@@ -35,17 +34,9 @@ func (s *settingsServer) UpdateOperatorSettings(ctx context.Context, req *policy
 }
 
 func (s *settingsServer) CheckOperatorCanBuild(ctx context.Context, req *policyv1.CheckOperatorCanBuildRequest) (*policyv1.CheckOperatorCanBuildResponse, error) {
-	c, err := s.h.authorize(ctx, req.GetWorkspace())
+	t, err := s.h.tenancyFor(ctx, req.GetWorkspace(), req.GetUsername())
 	if err != nil {
 		return nil, err
-	}
-	who, err := subject(c, req.GetUsername())
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.h.Store.ResolveTenancy(ctx, req.GetWorkspace(), store.ByUsername, who)
-	if err != nil {
-		return nil, mapErr(err)
 	}
 	if err := s.h.Settings.CanBuild(ctx, req.GetWorkspace(), t.Role); err != nil {
 		return nil, mapErr(err)

@@ -5,7 +5,6 @@ import (
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
-	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
 type tagServer struct {
@@ -43,17 +42,9 @@ func (s *tagServer) GetWorkerTags(ctx context.Context, req *policyv1.GetWorkerTa
 }
 
 func (s *tagServer) CheckTags(ctx context.Context, req *policyv1.CheckTagsRequest) (*policyv1.CheckTagsResponse, error) {
-	c, err := s.h.authorize(ctx, req.GetWorkspace())
+	t, err := s.h.tenancyFor(ctx, req.GetWorkspace(), req.GetUsername())
 	if err != nil {
 		return nil, err
-	}
-	who, err := subject(c, req.GetUsername())
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.h.Store.ResolveTenancy(ctx, req.GetWorkspace(), store.ByUsername, who)
-	if err != nil {
-		return nil, mapErr(err)
 	}
 	rules, err := s.h.Store.WorkerTags(ctx, req.GetWorkspace())
 	if err != nil {

@@ -22,11 +22,7 @@ type tokenServer struct {
 }
 
 func (s *tokenServer) CreateToken(ctx context.Context, req *policyv1.CreateTokenRequest) (*policyv1.CreateTokenResponse, error) {
-	c, err := s.h.authorize(ctx, req.GetWorkspace())
-	if err != nil {
-		return nil, err
-	}
-	who, err := subject(c, req.GetUsername())
+	c, who, err := s.h.actingFor(ctx, req.GetWorkspace(), req.GetUsername())
 	if err != nil {
 		return nil, err
 	}

@@ -60,23 +60,11 @@ const maxAttempts = 5
 // inTx runs fn in a transaction, retrying serialization failures and deadlocks with a bounded,
 // jittered backoff. A cancelled context is never retried.
 func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	var err error
-	for attempt := range maxAttempts {
-		err = pgx.BeginTxFunc(ctx, s.pool, opts, fn)
-		if !retryable(err) || ctx.Err() != nil || attempt == maxAttempts-1 {
-			return err
-		}
-		d := time.Duration(1<<attempt)*5*time.Millisecond + rand.N(5*time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(d):
-		}
-	}
-	return err
+	return s.retry(ctx, func() error { return pgx.BeginTxFunc(ctx, s.pool, opts, fn) })
 }
 
-// retry runs fn (one statement in its own implicit transaction) with inTx's retry rule.
+// retry runs fn (one statement in its own implicit transaction, or inTx's whole transaction),
+// retrying the same failures with the same backoff.
 func (s *Store) retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := range maxAttempts {
