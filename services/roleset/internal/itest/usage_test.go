@@ -13,6 +13,7 @@ import (
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
@@ -143,6 +144,12 @@ func TestWarmPathNoDatabase(t *testing.T) {
 		{"set login", f.viewerRun("carol@x"), "datatable://main?as=viewer", rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE_SET},
 		{"admin", f.policy.run("u/boss", policyv1.RunOrigin_RUN_ORIGIN_DIRECT, "boss@x"), "datatable://main?role=admin", rolesetv1.ConnectionKind_CONNECTION_KIND_ADMIN},
 	}
+	// The fixture's own writes (data table, permissions) reach the cache as stream events; wait
+	// until the replica's listener has delivered them all, so none drops an entry mid-measure.
+	require.Eventually(t, func() bool {
+		h, err := stream.Head(ctx, f.r.pool)
+		return err == nil && f.r.stream.Position() >= h
+	}, 10*time.Second, 5*time.Millisecond)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &rolesetv1.ResolveConnectionRequest{Reference: tc.ref}
@@ -151,6 +158,12 @@ func TestWarmPathNoDatabase(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.kind, first.GetKind())
 			require.NotEmpty(t, counter.take(), "the cold path reads the catalog through the counted pool")
+			// The fake policy's setup events (members) arrive asynchronously and drop caches:
+			// settle until one resolve is served warm before measuring.
+			require.Eventually(t, func() bool {
+				_, err := conns.ResolveConnection(jobCtx(tc.token), req)
+				return err == nil && len(counter.take()) == 0
+			}, 10*time.Second, 20*time.Millisecond, "the cache never settled")
 			calls := f.policy.Calls()
 			for range warm {
 				c, err := conns.ResolveConnection(jobCtx(tc.token), req)
