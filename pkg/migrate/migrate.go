@@ -117,6 +117,15 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// VersionCheck is pkg/server's Options.SchemaVersion for a service whose readiness is only
+// its schema: the version q's database is at, against expected.
+func VersionCheck(q Querier, expected int64) func(context.Context) (int64, int64, error) {
+	return func(ctx context.Context) (int64, int64, error) {
+		cur, err := Current(ctx, q)
+		return cur, expected, err
+	}
+}
+
 // Current reads the version the database is at: 0 when it was never migrated.
 func Current(ctx context.Context, q Querier) (int64, error) {
 	var v int64

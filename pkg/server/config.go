@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/millwright/millwright/pkg/auth"
 )
 
 // Config is what every service reads from flags and the environment.
@@ -349,4 +351,10 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log format %q: want json or text", format)
+}
+
+// StaticTokens is the authenticator of the two config tokens, the first link of every
+// service's chain (compared locally, so they keep working while policy is away).
+func (c Config) StaticTokens() auth.Static {
+	return auth.Static{AdminToken: c.AdminToken.Reveal(), ServiceToken: c.ServiceToken.Reveal()}
 }

@@ -147,14 +147,11 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 		func() float64 { return float64(tokens.Len()) }))
 	return func(ctx context.Context) error {
 		return server.Run(ctx, cfg.Config, server.Options{
-			Registry: reg,
-			Pool:     pool,
-			SchemaVersion: func(ctx context.Context) (int64, int64, error) {
-				cur, err := migrate.Current(ctx, pool)
-				return cur, expected, err
-			},
+			Registry:      reg,
+			Pool:          pool,
+			SchemaVersion: migrate.VersionCheck(pool, expected),
 			Authenticator: auth.Chain{
-				auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+				cfg.StaticTokens(),
 				tokens,
 			},
 			Validator: Validators(),

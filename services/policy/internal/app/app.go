@@ -227,7 +227,7 @@ func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers
 				return cur, expected, nil
 			},
 			Authenticator: auth.Chain{
-				auth.Static{AdminToken: cfg.AdminToken.Reveal(), ServiceToken: cfg.ServiceToken.Reveal()},
+				cfg.StaticTokens(),
 				local,
 			},
 			Validator: api.Validators(),
