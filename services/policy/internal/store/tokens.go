@@ -122,8 +122,13 @@ func authenticate(ctx context.Context, q rowQuerier, digest []byte, lock bool) (
 
 // AuthenticateAt is Authenticate plus a stream position for remote caches: the head is read
 // first, then the token in a snapshot taken after it, so every change to this token after the
-// returned position is an event after it (one already reflected may come again).
+// returned position is an event after it (one already reflected may come again). A token that
+// does not authenticate is refused before the head is read: reading it waits for the commits in
+// flight, and an unauthenticated caller sending made-up tokens must not make writers wait.
 func (s *Store) AuthenticateAt(ctx context.Context, digest []byte) (TokenIdentity, int64, error) {
+	if _, err := authenticate(ctx, s.pool, digest, false); err != nil {
+		return TokenIdentity{}, 0, err
+	}
 	head, err := stream.Head(ctx, s.pool)
 	if err != nil {
 		return TokenIdentity{}, 0, err

@@ -380,8 +380,9 @@ type AuthenticateResponse struct {
 	TokenId string `protobuf:"bytes,7,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	// When it expires; callers must not cache past it.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// The policy stream head read in the same snapshot as the token: a client cache may keep
-	// this answer only if it will apply every event after this position (pkg/policyclient).
+	// A policy stream position read before the token: a client cache may keep this answer only
+	// if it will apply every event after this position (a change already reflected may come
+	// again).
 	StreamPosition int64 `protobuf:"varint,9,opt,name=stream_position,json=streamPosition,proto3" json:"stream_position,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
