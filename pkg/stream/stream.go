@@ -233,6 +233,9 @@ func (s *Stream) Run(ctx context.Context) error {
 func (s *Stream) listen(ctx context.Context, connected func()) error {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = listenerAppName
+	// Its statements are the same few with new positions each time: planned once. The
+	// outbox read over every partition, custom-planned at each read, cost more than the read.
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("stream: connect: %w", err)
@@ -267,7 +270,20 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 	// picks up the writers that committed just after the notifying one; idle, it falls back to
 	// PollInterval.
 	wait := s.opts.PollInterval
+	var lastRead time.Time
 	for {
+		// At most one read per readGap: each read's safe head waits for the commits in flight
+		// and holds back the writers that arrive meanwhile (UpgradeSQL), so a listener woken
+		// by every commit of a busy job path would stall it. Events are delivered in batches
+		// instead, at most readGap later.
+		if gap := readGap - time.Since(lastRead); gap > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(gap):
+			}
+		}
+		lastRead = time.Now()
 		delivered, pending, err := s.catchUp(ctx, conn)
 		if err != nil {
 			return err
@@ -287,8 +303,12 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 	}
 }
 
-// quickPoll is the listener's first re-read after it delivered events (see listen).
-const quickPoll = 5 * time.Millisecond
+// quickPoll is the listener's first re-read after it delivered events (see listen); readGap
+// the least time between two reads (the most a notified event waits for its read).
+const (
+	quickPoll = 10 * time.Millisecond
+	readGap   = 10 * time.Millisecond
+)
 
 func (s *Stream) startPosition(ctx context.Context, q Querier) (int64, error) {
 	if s.opts.StartAfter != nil {

@@ -73,6 +73,41 @@ BEGIN
     RETURN new_id;
 END $$;
 
+-- Many events of one kind and op in one call, in array order (issue 12): what a statement-level
+-- trigger appends for all the rows its statement changed. The same lock and notification as
+-- stream_append, taken once: it runs when the trigger fires, not at COMMIT, so the shared lock
+-- is held from there to the end of the transaction. Use it only where that statement ends its
+-- transaction (or comes last in it), as the job path's single-statement writes do.
+CREATE OR REPLACE FUNCTION stream_append_set(p_kind text, p_op text, p_workspaces text[], p_keys text[], p_payloads jsonb[])
+RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    last_id bigint;
+BEGIN
+    IF coalesce(p_kind, '') = '' OR coalesce(p_op, '') = '' THEN
+        RAISE EXCEPTION 'stream_append_set: kind and op are required';
+    END IF;
+    IF cardinality(p_keys) IS DISTINCT FROM cardinality(p_workspaces)
+       OR cardinality(p_keys) IS DISTINCT FROM cardinality(p_payloads) THEN
+        RAISE EXCEPTION 'stream_append_set: workspaces, keys and payloads must have the same length';
+    END IF;
+    IF coalesce(cardinality(p_keys), 0) = 0 THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(7294013770136241409);
+    WITH ins AS (
+        INSERT INTO stream_outbox (kind, workspace, key, op, payload, created_at)
+        SELECT p_kind, coalesce(w, ''), coalesce(k, ''), p_op, coalesce(p, '{}'::jsonb), clock_timestamp()
+        FROM unnest(p_workspaces, p_keys, p_payloads) WITH ORDINALITY AS e(w, k, p, n)
+        ORDER BY n
+        RETURNING id
+    )
+    SELECT max(id) INTO last_id FROM ins;
+    IF pg_try_advisory_xact_lock(7294013770136241411) THEN
+        PERFORM pg_notify('millwright_stream', last_id::text);
+    END IF;
+    RETURN last_id;
+END $$;
+
 -- The highest id up to which every id is committed or will never exist. Call it as a
 -- statement of its own in READ COMMITTED (its SELECT then takes a snapshot after the lock is
 -- held); the lock is released when the calling transaction ends.

@@ -179,3 +179,78 @@ func TestRecordAndFinishAreOneStatementEach(t *testing.T) {
 		require.Len(t, tr.take(), 1, "FinishRun is one statement")
 	}
 }
+
+// A job is one stream event: RecordRun emits none (no cached answer can be wrong about a run
+// that did not exist), FinishRun one "run" update, whose key is what every cache drops the
+// job token by; there is no "token" event, because finishing the run is the token's revocation.
+func TestOneEventPerJob(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	s := store.New(pool)
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	head := func() int { return count(t, pool, `SELECT coalesce(max(id), 0)::int FROM stream_outbox`) }
+	before := head()
+	jobs := make([]string, 5)
+	for i := range jobs {
+		jobs[i], _ = liveRun(t, s, "w")
+	}
+	require.Equal(t, before, head(), "recording runs emits nothing")
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { require.NoError(t, s.FinishRun(ctx, "w", j)) })
+	}
+	wg.Wait()
+	require.NoError(t, s.FinishRun(ctx, "w", jobs[0]), "finishing again")
+	rows, err := pool.Query(ctx, `SELECT kind, op, workspace, key, payload ? 'finished_at' FROM stream_outbox WHERE id > $1 ORDER BY id`, before)
+	require.NoError(t, err)
+	type ev struct {
+		Kind, Op, WS, Key string
+		Finished          bool
+	}
+	evs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ev])
+	require.NoError(t, err)
+	var keys []string
+	for _, e := range evs {
+		require.Equal(t, ev{"run", "update", "w", e.Key, true}, e)
+		keys = append(keys, e.Key)
+	}
+	require.ElementsMatch(t, jobs, keys, "one event per finished run, none for finishing again")
+}
+
+// RecordRun with a parent's job token locks the parent's run: a FinishRun of the parent that
+// is under way when the child is recorded makes the child wait, then refuses it. (The old
+// statement checked the parent in its snapshot and recorded the child of a run that had just
+// finished.)
+func TestChildWaitsForParentFinish(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	s := store.New(pool)
+	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	parent, parentDigest := liveRun(t, s, "w")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `UPDATE run SET finished_at = now() WHERE job_id = $1`, parent)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, d := rulebook.NewSecret(rulebook.PrefixJob)
+		_, err := s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: rulebook.OriginJobToken,
+			CredentialDigest: parentDigest, TokenID: rulebook.NewTokenID(), TokenDigest: d, ExpiresAt: time.Now().Add(time.Hour)})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the child was decided while its parent's finish was in flight: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, rulebook.ErrBadCredential, "the parent finished first: its token records no child")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child's RecordRun did not return")
+	}
+}

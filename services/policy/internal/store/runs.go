@@ -56,15 +56,24 @@ WITH req AS (
                          $8::text[], $9::bytea[], $10::timestamptz[])
         AS q(i, ws, job_id, permissioned_as, origin, cred, src, token_id, token_digest, expires_at)
 ), c AS (
-    SELECT q.i, t.kind, t.workspace_id, m.email, r.viewer_email AS parent_viewer,
-           r.permissioned_as AS parent_pa, r.job_id AS parent_job,
-           (t.kind = 'user' AND m.username IS NOT NULL AND NOT m.disabled)
-           OR (t.kind = 'job' AND r.job_id IS NOT NULL AND r.finished_at IS NULL) AS live
+    SELECT q.i, t.kind, t.workspace_id, t.job_id, m.email,
+           t.kind = 'user' AND m.username IS NOT NULL AND NOT m.disabled AS member_live
     FROM req q
     JOIN token t ON t.digest = q.cred AND t.revoked_at IS NULL AND t.expires_at > now()
     LEFT JOIN member m ON m.workspace_id = t.workspace_id AND m.username = t.username
-    LEFT JOIN run r ON r.job_id = t.job_id AND r.workspace_id = t.workspace_id
     FOR SHARE OF t
+), p AS (
+    -- The parents' runs, locked: a concurrent FinishRun of a parent waits for us, or we see
+    -- it finished (the lock re-checks finished_at after waiting).
+    SELECT r.job_id, r.workspace_id, r.viewer_email, r.permissioned_as
+    FROM run r
+    WHERE r.job_id IN (SELECT job_id FROM c WHERE kind = 'job') AND r.finished_at IS NULL
+    FOR SHARE OF r
+), cp AS (
+    SELECT c.i, c.kind, c.workspace_id, c.email, p.viewer_email AS parent_viewer,
+           p.permissioned_as AS parent_pa, p.job_id AS parent_job,
+           c.member_live OR (c.kind = 'job' AND p.job_id IS NOT NULL) AS live
+    FROM c LEFT JOIN p ON p.job_id = c.job_id AND p.workspace_id = c.workspace_id
 ), d AS (
     SELECT q.*,
            CASE q.src WHEN 'user' THEN c.email WHEN 'parent' THEN c.parent_viewer END AS viewer,
@@ -78,7 +87,7 @@ WITH req AS (
                WHEN c.workspace_id <> q.ws THEN 'credential_workspace'
                WHEN q.src = 'parent' AND q.permissioned_as NOT IN ('', c.parent_pa) THEN 'permissioned_as'
            END AS err
-    FROM req q LEFT JOIN c ON c.i = q.i
+    FROM req q LEFT JOIN cp c ON c.i = q.i
 ), ok AS (
     SELECT * FROM d WHERE err IS NULL AND pa <> ''
 ), ir AS (
@@ -230,29 +239,26 @@ func (s *Store) RunByToken(ctx context.Context, digest []byte) (Run, error) {
 	return run, err
 }
 
-// finishRunsSQL finishes a batch of runs and revokes their job tokens in one statement (one
-// round trip, one implicit transaction; events "run" and "token" from the triggers). The
-// UPDATEs see one snapshot and re-check their rows after waiting for a concurrent writer, so
-// two racing calls finish and revoke once. It answers, per item, whether the run exists in
-// that workspace.
+// finishRunsSQL finishes a batch of runs in one statement (one round trip, one implicit
+// transaction). Finishing the run is what revokes its job token: a job token authenticates only
+// while its run is unfinished. The statement's one "run" event per finished run comes from
+// run_stream_update (migration 00008), appended at the end of the statement for the whole
+// batch. The UPDATE re-checks a row after waiting for a concurrent writer, so two racing calls
+// finish once. It answers, per item, whether the run exists in that workspace.
 const finishRunsSQL = `
 WITH req AS (
     SELECT * FROM unnest($1::int[], $2::uuid[], $3::text[]) AS q(i, job_id, ws)
-), r AS (
-    SELECT q.i, run.token_id FROM req q JOIN run ON run.job_id = q.job_id AND run.workspace_id = q.ws
 ), fr AS (
     UPDATE run SET finished_at = now() FROM req q
     WHERE run.job_id = q.job_id AND run.workspace_id = q.ws AND run.finished_at IS NULL
-), ft AS (
-    UPDATE token SET revoked_at = now()
-    WHERE kind = 'job' AND id IN (SELECT token_id FROM r) AND revoked_at IS NULL
 )
-SELECT q.i, EXISTS (SELECT 1 FROM r WHERE r.i = q.i) FROM req q ORDER BY q.i`
+SELECT q.i, EXISTS (SELECT 1 FROM run WHERE run.job_id = q.job_id AND run.workspace_id = q.ws)
+FROM req q ORDER BY q.i`
 
 type finish struct{ ws, jobID string }
 
-// FinishRun marks a run finished and revokes its job token atomically (events "run" and
-// "token"), batched with concurrent calls; the token is refused once FinishRun returns.
+// FinishRun marks a run finished, which revokes its job token (event "run"), batched with
+// concurrent calls; the token is refused once FinishRun returns.
 // Finishing a finished run succeeds and changes nothing.
 func (s *Store) FinishRun(ctx context.Context, ws, jobID string) error {
 	found, err := s.finishes.do(ctx, finish{ws, jobID})
