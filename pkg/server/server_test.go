@@ -700,18 +700,24 @@ func TestDial(t *testing.T) {
 	assert.Equal(t, codes.Unauthenticated, status.Code(err))
 }
 
-// TestDialWaitsForALateUpstream: a service that calls another before it listens (both
-// starting at once) is answered once the peer is up, not refused with the last dial error
-// while the connection sits out a reconnect backoff.
-func TestDialWaitsForALateUpstream(t *testing.T) {
+// dialNothing dials, with Dial, an address nothing listens on: one that was free a moment ago.
+func dialNothing(t *testing.T) (string, *grpc.ClientConn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-
 	conn, err := server.Dial(context.Background(), addr, adminToken)
 	require.NoError(t, err)
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
+	return addr, conn
+}
+
+// TestDialWaitsForALateUpstream: a service that calls another before it listens (both
+// starting at once) is answered once the peer is up, not refused with the last dial error
+// while the connection sits out a reconnect backoff.
+func TestDialWaitsForALateUpstream(t *testing.T) {
+	addr, conn := dialNothing(t)
 	// Nothing listens yet: the connection fails and starts backing off.
 	conn.Connect()
 	time.Sleep(1500 * time.Millisecond)
@@ -734,15 +740,9 @@ func TestDialWaitsForALateUpstream(t *testing.T) {
 // TestDialAnswersUnavailableWhenTheUpstreamStaysDown: the bounded wait ends in Unavailable
 // (which callers retry), not in a hang or DeadlineExceeded.
 func TestDialAnswersUnavailableWhenTheUpstreamStaysDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	conn, err := server.Dial(context.Background(), addr, adminToken)
-	require.NoError(t, err)
-	defer conn.Close()
+	_, conn := dialNothing(t)
 	began := time.Now()
-	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	_, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	reason, _ := errs.Reason(err)
 	assert.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE, reason)
