@@ -280,6 +280,19 @@ func (p *policyFixture) waitLive(t *testing.T) {
 	require.Eventually(t, p.c.watcher.Live, 5*time.Second, time.Millisecond, "watch stream never became live")
 }
 
+// warm turns builder rights on in each workspace, waits for the watch to be live and reads
+// each flag once (on), so the cache holds them.
+func (p *policyFixture) warm(t *testing.T, workspaces ...string) {
+	t.Helper()
+	for _, ws := range workspaces {
+		p.settings.set(ws, true)
+	}
+	p.waitLive(t)
+	for _, ws := range workspaces {
+		require.True(t, p.enabled(t, ws))
+	}
+}
+
 func (p *policyFixture) enabled(t *testing.T, ws string) bool {
 	t.Helper()
 	v, err := p.c.BuilderEnabled(context.Background(), ws)
@@ -325,11 +338,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("a settings event drops the entry", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("w", true)
-		p.settings.set("keep", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "w"))
-		require.True(t, p.enabled(t, "keep"))
+		p.warm(t, "w", "keep")
 
 		p.settings.set("w", false)
 		p.events.publish("w")
@@ -342,9 +351,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("reconnects after the stream breaks and still invalidates", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("w", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "w"))
+		p.warm(t, "w")
 
 		p.srv.stop()
 		require.Eventually(t, func() bool { return !p.c.watcher.Live() }, 5*time.Second, time.Millisecond,
@@ -366,11 +373,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("resync drops every entry", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("a", true)
-		p.settings.set("b", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "a"))
-		require.True(t, p.enabled(t, "b"))
+		p.warm(t, "a", "b")
 		require.Equal(t, 2, p.c.builder.Len())
 
 		opens := p.events.opens()
@@ -386,9 +389,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("an instance-wide settings event drops every entry", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("a", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "a"))
+		p.warm(t, "a")
 		p.settings.set("a", false)
 		p.events.publish("")
 		p.requireInvalidated(t, "a", invalidationBound)
@@ -435,9 +436,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("entries expire after the TTL", func(t *testing.T) {
 		p := newPolicyFixture(t, 30*time.Millisecond, false)
-		p.settings.set("w", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "w"))
+		p.warm(t, "w")
 		require.True(t, p.enabled(t, "w"))
 		require.Equal(t, 1, p.settings.readsOf("w"))
 		time.Sleep(50 * time.Millisecond)
