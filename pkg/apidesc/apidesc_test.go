@@ -25,26 +25,32 @@ func TestEveryContractElementIsDocumented(t *testing.T) {
 			missing = append(missing, string(d.FullName()))
 		}
 	}
-	var message func(m protoreflect.MessageDescriptor)
 	enum := func(e protoreflect.EnumDescriptor) {
 		need(e)
 		for i := 0; i < e.Values().Len(); i++ {
 			need(e.Values().Get(i))
 		}
 	}
-	message = func(m protoreflect.MessageDescriptor) {
-		if m.IsMapEntry() {
-			return
+	// A scope is a file or a message: both declare messages and enums inside them.
+	type scope interface {
+		Messages() protoreflect.MessageDescriptors
+		Enums() protoreflect.EnumDescriptors
+	}
+	var nested func(d scope)
+	nested = func(d scope) {
+		for i := 0; i < d.Messages().Len(); i++ {
+			m := d.Messages().Get(i)
+			if m.IsMapEntry() {
+				continue
+			}
+			need(m)
+			for j := 0; j < m.Fields().Len(); j++ {
+				need(m.Fields().Get(j))
+			}
+			nested(m)
 		}
-		need(m)
-		for i := 0; i < m.Fields().Len(); i++ {
-			need(m.Fields().Get(i))
-		}
-		for i := 0; i < m.Messages().Len(); i++ {
-			message(m.Messages().Get(i))
-		}
-		for i := 0; i < m.Enums().Len(); i++ {
-			enum(m.Enums().Get(i))
+		for i := 0; i < d.Enums().Len(); i++ {
+			enum(d.Enums().Get(i))
 		}
 	}
 	files.RangeFiles(func(f protoreflect.FileDescriptor) bool {
@@ -59,12 +65,7 @@ func TestEveryContractElementIsDocumented(t *testing.T) {
 				need(s.Methods().Get(j))
 			}
 		}
-		for i := 0; i < f.Messages().Len(); i++ {
-			message(f.Messages().Get(i))
-		}
-		for i := 0; i < f.Enums().Len(); i++ {
-			enum(f.Enums().Get(i))
-		}
+		nested(f)
 		return true
 	})
 	require.Greater(t, checked, 400, "the walk saw the contracts")

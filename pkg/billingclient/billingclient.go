@@ -34,15 +34,7 @@ func (c *Checker) CheckBuilderEnable(ctx context.Context, workspace string, stre
 	resp, err := c.client.CheckSeatCapForOperatorBuilder(ctx, &billingv1.CheckSeatCapForOperatorBuilderRequest{
 		Workspace: workspace, MinPosition: max(streamPos, 0),
 	})
-	if err != nil {
-		return err
-	}
-	if resp.GetAllowed() {
-		return nil
-	}
-	return Refusal(resp.GetBefore(), resp.GetAfter(), resp.GetCapSeats(),
-		fmt.Sprintf("turning operator builder rights on in %s takes seat usage from %s to %s, over the cap of %d seats",
-			workspace, resp.GetBefore().GetSeats(), resp.GetAfter().GetSeats(), resp.GetCapSeats()))
+	return verdict(resp, err, "turning operator builder rights on in "+workspace)
 }
 
 // MemberChange is the state of a member policy is about to write.
@@ -63,6 +55,21 @@ func (c *Checker) CheckMember(ctx context.Context, m MemberChange, streamPos int
 		}},
 		MinPosition: max(streamPos, 0),
 	})
+	return verdict(resp, err, fmt.Sprintf("this change to member %s of %s", m.Username, m.Workspace))
+}
+
+// price is what billing's two answers (CheckSeatCapResponse and
+// CheckSeatCapForOperatorBuilderResponse) both carry.
+type price interface {
+	GetAllowed() bool
+	GetBefore() *billingv1.SeatUsage
+	GetAfter() *billingv1.SeatUsage
+	GetCapSeats() int64
+}
+
+// verdict is the one reading of billing's answer for both checks: billing's error as it is,
+// nil when allowed, else the Refusal, its message naming the change.
+func verdict(resp price, err error, change string) error {
 	if err != nil {
 		return err
 	}
@@ -70,8 +77,8 @@ func (c *Checker) CheckMember(ctx context.Context, m MemberChange, streamPos int
 		return nil
 	}
 	return Refusal(resp.GetBefore(), resp.GetAfter(), resp.GetCapSeats(),
-		fmt.Sprintf("this change to member %s of %s takes seat usage from %s to %s, over the cap of %d seats",
-			m.Username, m.Workspace, resp.GetBefore().GetSeats(), resp.GetAfter().GetSeats(), resp.GetCapSeats()))
+		fmt.Sprintf("%s takes seat usage from %s to %s, over the cap of %d seats",
+			change, resp.GetBefore().GetSeats(), resp.GetAfter().GetSeats(), resp.GetCapSeats()))
 }
 
 // Refusal is the status for a change over the cap: FailedPrecondition (HTTP 409 through the

@@ -61,34 +61,29 @@ func TestResolveConnectionRetries(t *testing.T) {
 	unavailable := status.Error(codes.Unavailable, "roleset restarting")
 	conflict := errs.New(codes.Aborted, commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY, "serialization failure", nil)
 	busy := status.Error(codes.ResourceExhausted, "database busy; retry later")
-	cases := []struct {
+	type retryCase struct {
 		name      string
 		failures  []error // returned by calls 1..n, then success
 		wantCalls int
 		wantCode  codes.Code
 		reason    commonv1.ErrorReason
-	}{
+	}
+	// notRetried is a refusal the client returns at once, code and reason as they came.
+	notRetried := func(name string, code codes.Code, reason commonv1.ErrorReason, msg string) retryCase {
+		return retryCase{name: name, failures: []error{errs.New(code, reason, msg, nil)}, wantCalls: 1, wantCode: code, reason: reason}
+	}
+	cases := []retryCase{
 		{name: "unavailable then success", failures: []error{unavailable, unavailable}, wantCalls: 3},
 		{name: "conflict retry then success", failures: []error{conflict}, wantCalls: 2},
 		{name: "busy then success", failures: []error{busy}, wantCalls: 2},
 		{name: "unavailable past the attempts", failures: []error{unavailable, unavailable, unavailable, unavailable, unavailable, unavailable}, wantCalls: 5, wantCode: codes.Unavailable},
-		{name: "permission denied is not retried",
-			failures:  []error{errs.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_ROLE, "no role's tenants name the viewer", nil)},
-			wantCalls: 1, wantCode: codes.PermissionDenied, reason: commonv1.ErrorReason_ERROR_REASON_NO_ROLE},
-		{name: "no viewer is not retried",
-			failures:  []error{errs.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_VIEWER, "the run has no viewer", nil)},
-			wantCalls: 1, wantCode: codes.PermissionDenied, reason: commonv1.ErrorReason_ERROR_REASON_NO_VIEWER},
-		{name: "invalid argument is not retried",
-			failures:  []error{errs.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE, "bad reference", nil)},
-			wantCalls: 1, wantCode: codes.InvalidArgument, reason: commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE},
-		{name: "failed precondition is not retried, even with a conflict reason",
-			failures:  []error{errs.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY, "login being retired", nil)},
-			wantCalls: 1, wantCode: codes.FailedPrecondition, reason: commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY},
+		notRetried("permission denied is not retried", codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_ROLE, "no role's tenants name the viewer"),
+		notRetried("no viewer is not retried", codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_VIEWER, "the run has no viewer"),
+		notRetried("invalid argument is not retried", codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_MALFORMED_REFERENCE, "bad reference"),
+		notRetried("failed precondition is not retried, even with a conflict reason", codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CONFLICT_RETRY, "login being retired"),
 		{name: "aborted without the conflict reason is not retried",
 			failures: []error{status.Error(codes.Aborted, "aborted")}, wantCalls: 1, wantCode: codes.Aborted},
-		{name: "unauthenticated is not retried",
-			failures:  []error{errs.New(codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "token revoked", nil)},
-			wantCalls: 1, wantCode: codes.Unauthenticated, reason: commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
+		notRetried("unauthenticated is not retried", codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "token revoked"),
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,6 +280,19 @@ func (p *policyFixture) waitLive(t *testing.T) {
 	require.Eventually(t, p.c.watcher.Live, 5*time.Second, time.Millisecond, "watch stream never became live")
 }
 
+// warm turns builder rights on in each workspace, waits for the watch to be live and reads
+// each flag once (on), so the cache holds them.
+func (p *policyFixture) warm(t *testing.T, workspaces ...string) {
+	t.Helper()
+	for _, ws := range workspaces {
+		p.settings.set(ws, true)
+	}
+	p.waitLive(t)
+	for _, ws := range workspaces {
+		require.True(t, p.enabled(t, ws))
+	}
+}
+
 func (p *policyFixture) enabled(t *testing.T, ws string) bool {
 	t.Helper()
 	v, err := p.c.BuilderEnabled(context.Background(), ws)
@@ -330,11 +338,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("a settings event drops the entry", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("w", true)
-		p.settings.set("keep", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "w"))
-		require.True(t, p.enabled(t, "keep"))
+		p.warm(t, "w", "keep")
 
 		p.settings.set("w", false)
 		p.events.publish("w")
@@ -347,9 +351,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("reconnects after the stream breaks and still invalidates", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("w", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "w"))
+		p.warm(t, "w")
 
 		p.srv.stop()
 		require.Eventually(t, func() bool { return !p.c.watcher.Live() }, 5*time.Second, time.Millisecond,
@@ -371,11 +373,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("resync drops every entry", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("a", true)
-		p.settings.set("b", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "a"))
-		require.True(t, p.enabled(t, "b"))
+		p.warm(t, "a", "b")
 		require.Equal(t, 2, p.c.builder.Len())
 
 		opens := p.events.opens()
@@ -391,9 +389,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("an instance-wide settings event drops every entry", func(t *testing.T) {
 		p := newPolicyFixture(t, 0, false)
-		p.settings.set("a", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "a"))
+		p.warm(t, "a")
 		p.settings.set("a", false)
 		p.events.publish("")
 		p.requireInvalidated(t, "a", invalidationBound)
@@ -440,9 +436,7 @@ func TestBuilderCache(t *testing.T) {
 
 	t.Run("entries expire after the TTL", func(t *testing.T) {
 		p := newPolicyFixture(t, 30*time.Millisecond, false)
-		p.settings.set("w", true)
-		p.waitLive(t)
-		require.True(t, p.enabled(t, "w"))
+		p.warm(t, "w")
 		require.True(t, p.enabled(t, "w"))
 		require.Equal(t, 1, p.settings.readsOf("w"))
 		time.Sleep(50 * time.Millisecond)

@@ -593,15 +593,7 @@ func TestServingWithoutDatabase(t *testing.T) {
 func TestGracefulStop(t *testing.T) {
 	t.Run("in-flight unary call completes", func(t *testing.T) {
 		e := start(t)
-		ctx := withToken(testCtx(t))
-		errc := make(chan error, 1)
-		go func() {
-			_, err := testgrpc.NewTestServiceClient(e.conn).UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 3})
-			errc <- err
-		}()
-		waitInFlight(t, e)
-		began := time.Now()
-		e.cancel()
+		errc, began := stopDuringCall(t, e, 3)
 		require.NoError(t, <-errc, "the 300ms call finishes during graceful stop")
 		require.NoError(t, e.stop(t))
 		assert.Less(t, time.Since(began), 3*time.Second)
@@ -626,15 +618,7 @@ func TestGracefulStop(t *testing.T) {
 
 	t.Run("stuck call is cut at the deadline", func(t *testing.T) {
 		e := start(t, func(s setup) { s.cfg.ShutdownTimeout = 400 * time.Millisecond })
-		ctx := withToken(testCtx(t))
-		errc := make(chan error, 1)
-		go func() {
-			_, err := testgrpc.NewTestServiceClient(e.conn).UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 4})
-			errc <- err
-		}()
-		waitInFlight(t, e)
-		began := time.Now()
-		e.cancel()
+		errc, began := stopDuringCall(t, e, 4)
 		require.NoError(t, e.stop(t))
 		elapsed := time.Since(began)
 		assert.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
@@ -644,11 +628,22 @@ func TestGracefulStop(t *testing.T) {
 	})
 }
 
-// waitInFlight waits until the server has validated a request, i.e. the call is in its handler.
-func waitInFlight(t *testing.T, e *env) {
+// stopDuringCall starts a unary call (ResponseSize picks its behaviour), waits until it is in
+// its handler (the server has validated it), then begins the graceful stop: it returns the
+// call's outcome and when the stop began.
+func stopDuringCall(t *testing.T, e *env, size int32) (<-chan error, time.Time) {
 	t.Helper()
+	ctx := withToken(testCtx(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := testgrpc.NewTestServiceClient(e.conn).UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: size})
+		errc <- err
+	}()
 	require.Eventually(t, func() bool { return e.validations.Load() > 0 }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
+	began := time.Now()
+	e.cancel()
+	return errc, began
 }
 
 func TestBackground(t *testing.T) {
@@ -705,18 +700,24 @@ func TestDial(t *testing.T) {
 	assert.Equal(t, codes.Unauthenticated, status.Code(err))
 }
 
-// TestDialWaitsForALateUpstream: a service that calls another before it listens (both
-// starting at once) is answered once the peer is up, not refused with the last dial error
-// while the connection sits out a reconnect backoff.
-func TestDialWaitsForALateUpstream(t *testing.T) {
+// dialNothing dials, with Dial, an address nothing listens on: one that was free a moment ago.
+func dialNothing(t *testing.T) (string, *grpc.ClientConn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-
 	conn, err := server.Dial(context.Background(), addr, adminToken)
 	require.NoError(t, err)
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
+	return addr, conn
+}
+
+// TestDialWaitsForALateUpstream: a service that calls another before it listens (both
+// starting at once) is answered once the peer is up, not refused with the last dial error
+// while the connection sits out a reconnect backoff.
+func TestDialWaitsForALateUpstream(t *testing.T) {
+	addr, conn := dialNothing(t)
 	// Nothing listens yet: the connection fails and starts backing off.
 	conn.Connect()
 	time.Sleep(1500 * time.Millisecond)
@@ -739,15 +740,9 @@ func TestDialWaitsForALateUpstream(t *testing.T) {
 // TestDialAnswersUnavailableWhenTheUpstreamStaysDown: the bounded wait ends in Unavailable
 // (which callers retry), not in a hang or DeadlineExceeded.
 func TestDialAnswersUnavailableWhenTheUpstreamStaysDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	conn, err := server.Dial(context.Background(), addr, adminToken)
-	require.NoError(t, err)
-	defer conn.Close()
+	_, conn := dialNothing(t)
 	began := time.Now()
-	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	_, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	reason, _ := errs.Reason(err)
 	assert.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAVAILABLE, reason)

@@ -52,6 +52,26 @@ func newDB(t testing.TB) string {
 	return pgtest.NewDatabase(t, "stream_test", migrator)
 }
 
+// newV1DB returns a fresh database as version 1 of the stream schema left it (SchemaSQL, not
+// the migrations, which upgrade): the item table with its stream trigger, then rows written
+// under version 1 (the SQL in rows), for the upgrade tests.
+func newV1DB(t testing.TB, name, rows string) string {
+	t.Helper()
+	return pgtest.NewDatabase(t, name, func(ctx context.Context, dsn string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, stream.SchemaSQL+`
+			CREATE TABLE item (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL);
+			CREATE TRIGGER item_stream AFTER INSERT OR UPDATE OR DELETE ON item
+			    FOR EACH ROW EXECUTE FUNCTION stream_emit('item', '', 'id', 'name');
+`+rows)
+		return err
+	})
+}
+
 func newPool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), dsn)

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -103,20 +102,9 @@ func TestUpgradePartitionsAnExistingOutbox(t *testing.T) {
 	leakCheck(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dsn := pgtest.NewDatabase(t, "stream_v1rows", func(ctx context.Context, dsn string) error {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, stream.SchemaSQL+`
-			CREATE TABLE item (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL);
-			CREATE TRIGGER item_stream AFTER INSERT OR UPDATE OR DELETE ON item
-			    FOR EACH ROW EXECUTE FUNCTION stream_emit('item', '', 'id', 'name');
-			INSERT INTO item (name) SELECT 'v1-' || g FROM generate_series(1, 100) g;
-			DELETE FROM item WHERE id > 90;`)
-		return err
-	})
+	dsn := newV1DB(t, "stream_v1rows", `
+		INSERT INTO item (name) SELECT 'v1-' || g FROM generate_series(1, 100) g;
+		DELETE FROM item WHERE id > 90;`)
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)

@@ -126,29 +126,52 @@ func listenerPID(t *testing.T, su *pgx.Conn, db string) int32 {
 	return pid
 }
 
+// outage is a stream (not started) over a fresh database that delivers only through its
+// listener (no polling within a test) and takes >= 200ms to reconnect, so an event committed
+// right after kill surely lands while no listener exists; su, a superuser connection, kills it.
+type outage struct {
+	dsn, db string
+	pool    *pgxpool.Pool
+	s       *stream.Stream
+	su      *pgx.Conn
+}
+
+func newOutage(t *testing.T) *outage {
+	t.Helper()
+	o := &outage{dsn: newDB(t)}
+	o.db = dbName(t, o.dsn)
+	o.pool = newPool(t, o.dsn)
+	o.s = stream.New(o.pool, stream.Options{PollInterval: time.Hour})
+	stream.SetMinReconnect(o.s, 400*time.Millisecond)
+	su, err := pgx.Connect(context.Background(), pgtest.Superuser(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = su.Close(context.Background()) })
+	o.su = su
+	return o
+}
+
+// kill terminates the listener's connection and returns the pid it had.
+func (o *outage) kill(t *testing.T) int32 {
+	t.Helper()
+	pid := listenerPID(t, o.su, o.db)
+	var ok bool
+	require.NoError(t, o.su.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok))
+	require.True(t, ok)
+	return pid
+}
+
 func TestEventCommittedWhileListenerDeadIsDelivered(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	dsn := newDB(t)
-	pool := newPool(t, dsn)
-	// No polling within the test: only the catch-up after reconnecting can deliver.
-	s := stream.New(pool, stream.Options{PollInterval: time.Hour})
-	// Reconnecting takes >= 200ms, so the commit below surely lands while no listener exists.
-	stream.SetMinReconnect(s, 400*time.Millisecond)
+	// Only the catch-up after reconnecting can deliver.
+	o := newOutage(t)
+	pool, s, su, db := o.pool, o.s, o.su, o.db
 	var got collector
 	defer s.Subscribe(got.add)()
 	startStream(t, s)
 
-	su, err := pgx.Connect(ctx, pgtest.Superuser(t))
-	require.NoError(t, err)
-	defer su.Close(context.Background())
-	db := dbName(t, dsn)
-
 	for round := range 3 {
-		pid := listenerPID(t, su, db)
-		var ok bool
-		require.NoError(t, su.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok))
-		require.True(t, ok)
+		pid := o.kill(t)
 		start := time.Now()
 		insertItem(t, pool, fmt.Sprintf("while-dead-%d", round)) // its NOTIFY reaches no one
 		var listeners int
@@ -174,11 +197,8 @@ func TestEventCommittedWhileListenerDeadIsDelivered(t *testing.T) {
 // have made stale.
 func TestLiveFollowsTheListener(t *testing.T) {
 	leakCheck(t)
-	ctx := context.Background()
-	dsn := newDB(t)
-	pool := newPool(t, dsn)
-	s := stream.New(pool, stream.Options{PollInterval: time.Hour})
-	stream.SetMinReconnect(s, 400*time.Millisecond)
+	o := newOutage(t)
+	pool, s := o.pool, o.s
 	var got collector
 	var liveAtDelivery []bool
 	var mu sync.Mutex
@@ -195,12 +215,7 @@ func TestLiveFollowsTheListener(t *testing.T) {
 	require.InDelta(t, 1.0, testutil.ToFloat64(metrics[0]), 0)
 	require.Zero(t, testutil.ToFloat64(metrics[2]))
 
-	su, err := pgx.Connect(ctx, pgtest.Superuser(t))
-	require.NoError(t, err)
-	defer su.Close(context.Background())
-	pid := listenerPID(t, su, dbName(t, dsn))
-	var ok bool
-	require.NoError(t, su.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok))
+	o.kill(t)
 	require.Eventually(t, func() bool { return !s.Live() }, 5*time.Second, time.Millisecond, "not live once the connection died")
 	require.InDelta(t, 0.0, testutil.ToFloat64(metrics[0]), 0)
 	insertItem(t, pool, "while-down")
