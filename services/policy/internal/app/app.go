@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -160,12 +161,11 @@ func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers
 		return nil, fmt.Errorf("policy: database: %w", err)
 	}
 	cl.Push(pool.Close)
-	// The job path (RecordRun, FinishRun) runs on its own few connections with generic plans:
-	// its statements probe every retained partition of run and token, and a custom plan per
-	// call cost several times the execution (docs/benchmarks.md, job path). Group commit
-	// (store/batch.go) keeps at most 4 batches of each in flight, so 8 connections suffice.
+	// The job path (RecordRun, FinishRun) runs on its own few connections with its own plan
+	// settings (store.JobSessionParams). Group commit (store/batch.go) keeps at most 4 batches
+	// of each in flight, so 8 connections suffice.
 	jcfg := pcfg.Copy()
-	jcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	maps.Copy(jcfg.ConnConfig.RuntimeParams, store.JobSessionParams())
 	jcfg.MaxConns, jcfg.MinConns = jobPoolConns, 0
 	jobs, err := pgxpool.NewWithConfig(ctx, jcfg)
 	if err != nil {

@@ -80,14 +80,14 @@ WITH req AS (
            CASE WHEN q.src = 'parent' THEN c.parent_job END AS parent,
            CASE WHEN q.src = 'parent' AND q.permissioned_as = '' THEN coalesce(c.parent_pa, '') ELSE q.permissioned_as END AS pa,
            CASE
-               WHEN NOT EXISTS (SELECT 1 FROM workspace w WHERE w.id = q.ws) THEN 'workspace'
+               WHEN w.id IS NULL THEN 'workspace'
                WHEN q.src = 'none' THEN NULL
                WHEN c.kind IS NULL OR NOT c.live
                     OR c.kind <> CASE q.src WHEN 'user' THEN 'user' ELSE 'job' END THEN 'credential'
                WHEN c.workspace_id <> q.ws THEN 'credential_workspace'
                WHEN q.src = 'parent' AND q.permissioned_as NOT IN ('', c.parent_pa) THEN 'permissioned_as'
            END AS err
-    FROM req q LEFT JOIN cp c ON c.i = q.i
+    FROM req q LEFT JOIN workspace w ON w.id = q.ws LEFT JOIN cp c ON c.i = q.i
 ), ok AS (
     SELECT * FROM d WHERE err IS NULL AND pa <> ''
 ), ir AS (

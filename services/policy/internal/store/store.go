@@ -39,12 +39,31 @@ func New(pool *pgxpool.Pool) *Store {
 	return s
 }
 
-// SetJobPool makes the job path's statements run on p. The service gives a pool whose
-// sessions use generic plans (plan_cache_mode = force_generic_plan): the job path's statements
-// probe every retained partition of run and token, and planning them per call (the pool
-// default, force_custom_plan, which the catalog queries need) cost several times their
-// execution. Call it before the Store is used.
+// SetJobPool makes the job path's statements run on p, a pool whose sessions have
+// JobSessionParams. Call it before the Store is used.
 func (s *Store) SetJobPool(p *pgxpool.Pool) { s.jobs = p }
+
+// JobSessionParams are the session settings of the job path's pool (SetJobPool).
+//
+// Generic plans (plan_cache_mode): the job path's statements probe every retained partition of
+// run and token, and planning them per call (the main pool's force_custom_plan, which the
+// catalog queries need) cost several times their execution.
+//
+// Index probes only (enable_seqscan, enable_hashjoin, enable_mergejoin off): a generic plan is
+// made once per session, from the statistics of that moment, and kept. Made on a new
+// partition (every week) or a new database, with tables still empty, it scanned run and token
+// whole and hash-joined them against the batch: each statement then cost time in proportion to
+// every run recorded since, for the life of the connection (measured: the job path's own
+// throughput fell while it ran). Every statement here looks up at most a batch of keys
+// (maxBatch) by index, so nested loops over index probes are right at any table size.
+func JobSessionParams() map[string]string {
+	return map[string]string{
+		"plan_cache_mode":  "force_generic_plan",
+		"enable_seqscan":   "off",
+		"enable_hashjoin":  "off",
+		"enable_mergejoin": "off",
+	}
+}
 
 // Pool returns the underlying pool (for the stream and health checks).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
