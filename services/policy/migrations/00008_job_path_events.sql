@@ -39,7 +39,43 @@ CREATE TRIGGER run_stream_update AFTER UPDATE ON run
     REFERENCING OLD TABLE AS run_old NEW TABLE AS run_new
     FOR EACH STATEMENT EXECUTE FUNCTION run_stream_update();
 
+-- One run per job id among the retained runs (00007's run_job_id_unique), checked once per
+-- statement instead of once per row: a row trigger was a plpgsql call, a lock and a probe of
+-- every retained partition for each run of a batch. AFTER the statement, the job ids it
+-- inserted are locked in one order (two batches sharing ids cannot deadlock), then counted
+-- among all retained runs in a snapshot taken after the locks: a concurrent insert of the same
+-- id either committed before we got the lock (we count it) or waits for our commit and counts
+-- ours. Same error as the old primary key.
+-- +goose StatementBegin
+CREATE FUNCTION run_job_ids_unique() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    dup uuid;
+BEGIN
+    PERFORM pg_advisory_xact_lock(7501166, h)
+    FROM (SELECT DISTINCT hashtext(job_id::text) AS h FROM run_new ORDER BY 1) ids;
+    SELECT r.job_id INTO dup FROM run r
+    WHERE r.job_id IN (SELECT job_id FROM run_new)
+    GROUP BY r.job_id HAVING count(*) > 1
+    LIMIT 1;
+    IF dup IS NOT NULL THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "run_pkey"'
+            USING ERRCODE = 'unique_violation', CONSTRAINT = 'run_pkey',
+                  DETAIL = format('Key (job_id)=(%s) already exists.', dup);
+    END IF;
+    RETURN NULL;
+END $$;
+-- +goose StatementEnd
+DROP TRIGGER run_job_id_unique ON run;
+CREATE TRIGGER run_job_ids_unique AFTER INSERT ON run
+    REFERENCING NEW TABLE AS run_new
+    FOR EACH STATEMENT EXECUTE FUNCTION run_job_ids_unique();
+
 -- +goose Down
+DROP TRIGGER run_job_ids_unique ON run;
+DROP FUNCTION run_job_ids_unique();
+CREATE TRIGGER run_job_id_unique BEFORE INSERT ON run
+    FOR EACH ROW EXECUTE FUNCTION run_job_id_unique();
 DROP TRIGGER run_stream_update ON run;
 DROP FUNCTION run_stream_update();
 DROP TRIGGER run_stream ON run;

@@ -254,3 +254,40 @@ func TestChildWaitsForParentFinish(t *testing.T) {
 		t.Fatal("the child's RecordRun did not return")
 	}
 }
+
+// A job id is recorded once, even when the same id arrives at once in separate statements (each
+// Store batches alone, so 8 Stores are 8 concurrent transactions) and twice within one batch.
+func TestJobIDRecordedOnceUnderRace(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	stores := make([]*store.Store, 8)
+	for i := range stores {
+		stores[i] = store.New(pool)
+	}
+	require.NoError(t, stores[0].CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	for range 5 {
+		job := newJobID()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var ok, dup int
+		for i := range 2 * len(stores) {
+			wg.Go(func() {
+				_, d := rulebook.NewSecret(rulebook.PrefixJob)
+				_, err := stores[i%len(stores)].RecordRun(ctx, store.NewRun{Workspace: "w", JobID: job, PermissionedAs: "u/admin",
+					Origin: rulebook.OriginSchedule, TokenID: rulebook.NewTokenID(), TokenDigest: d, ExpiresAt: time.Now().Add(time.Hour)})
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					ok++
+					return
+				}
+				require.ErrorIs(t, err, rulebook.ErrAlreadyExists)
+				dup++
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 1, ok, "exactly one recording of %s", job)
+		require.Equal(t, 2*len(stores)-1, dup)
+		require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM run WHERE job_id = $1`, job))
+	}
+}

@@ -49,7 +49,7 @@ type NewRun struct {
 // inserts the run and its token only if nothing is wrong; err names what was, in the order
 // the checks were made before (workspace, credential, its workspace, permissioned_as). The
 // run's stream event comes from its insert trigger. A duplicate job id fails the whole
-// statement (the run_job_id_unique trigger); the batcher then runs each item alone.
+// statement (the run_job_ids_unique trigger); the batcher then runs each item alone.
 const recordRunsSQL = `
 WITH req AS (
     SELECT * FROM unnest($1::int[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::bytea[], $7::text[],
