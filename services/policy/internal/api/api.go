@@ -84,6 +84,20 @@ func (h *handlers) authorize(ctx context.Context, workspace string) (Caller, err
 	return authorize(ctx, h.Store, workspace)
 }
 
+// authorized is the shape of most handlers: authorize the call on workspace, then do the
+// work, its domain errors mapped to gRPC status (mapErr) here so that no handler can forget.
+// do's answer is dropped when it returns an error, so do may return the two together.
+func authorized[R any](ctx context.Context, h *handlers, workspace string, do func() (*R, error)) (*R, error) {
+	if _, err := h.authorize(ctx, workspace); err != nil {
+		return nil, err
+	}
+	out, err := do()
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return out, nil
+}
+
 // actingFor authorizes the call on ws and names the member the call is about (see subject).
 func (h *handlers) actingFor(ctx context.Context, ws, username string) (Caller, string, error) {
 	c, err := h.authorize(ctx, ws)
