@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 
+	"github.com/millwright/millwright/pkg/defaults"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/pkg/validate"
@@ -49,15 +50,9 @@ type handlers struct {
 
 // Register registers every policy service on gs.
 func Register(gs grpc.ServiceRegistrar, d Deps) {
-	if d.JobTokenTTL <= 0 {
-		d.JobTokenTTL = DefaultJobTokenTTL
-	}
-	if d.CheckBytesInFlight <= 0 {
-		d.CheckBytesInFlight = DefaultCheckBytesInFlight
-	}
-	if d.CheckQueueWait <= 0 {
-		d.CheckQueueWait = DefaultCheckQueueWait
-	}
+	d.JobTokenTTL = defaults.Positive(d.JobTokenTTL, DefaultJobTokenTTL)
+	d.CheckBytesInFlight = defaults.Positive(d.CheckBytesInFlight, DefaultCheckBytesInFlight)
+	d.CheckQueueWait = defaults.Positive(d.CheckQueueWait, DefaultCheckQueueWait)
 	h := &handlers{Deps: d, checks: semaphore.NewWeighted(d.CheckBytesInFlight), checkCap: d.CheckBytesInFlight,
 		checker: &builder.Checker{Store: d.Store, Limits: BuilderLimits}}
 	policyv1.RegisterWorkspaceServiceServer(gs, &workspaceServer{h: h})
