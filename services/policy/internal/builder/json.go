@@ -232,40 +232,38 @@ func (p *parser) number() error {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i, _ = digits(s, i)
 	default:
 		p.pos = i
 		return p.fail("invalid number")
 	}
+	ok := true
 	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			p.pos = i
-			return p.fail("invalid number")
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i, ok = digits(s, i+1)
 	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+	if ok && i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		i++
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			p.pos = i
-			return p.fail("invalid number")
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i, ok = digits(s, i)
 	}
 	p.pos = i
+	if !ok {
+		return p.fail("invalid number")
+	}
 	n := p.newNode(kNumber)
 	p.d.nodes[n].a, p.d.nodes[n].b = int32(start), int32(i)
 	return nil
+}
+
+// digits skips the run of digits at s[i:]; false when there is not one.
+func digits(s string, i int) (int, bool) {
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	return j, j > i
 }
 
 // str scans a string starting at the opening quote and returns the span inside the quotes.
