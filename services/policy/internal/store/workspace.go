@@ -54,10 +54,15 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws, name string, admin Memb
 	})
 }
 
-func countEnabledAdmins(ctx context.Context, tx pgx.Tx, ws string) (int, error) {
+// keepsAnAdmin is ErrLastAdmin when the workspace, as the transaction leaves it, has no
+// enabled admin.
+func keepsAnAdmin(ctx context.Context, tx pgx.Tx, ws string) error {
 	var n int
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM member WHERE workspace_id = $1 AND role = 'admin' AND NOT disabled`, ws).Scan(&n)
-	return n, err
+	if err == nil && n == 0 {
+		return rulebook.ErrLastAdmin
+	}
+	return err
 }
 
 // UpsertMember inserts or updates a member. Refused (ErrLastAdmin) when it would leave the
@@ -94,14 +99,7 @@ func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx conte
 		if err != nil {
 			return err
 		}
-		n, err := countEnabledAdmins(ctx, tx, m.Workspace)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return rulebook.ErrLastAdmin
-		}
-		return nil
+		return keepsAnAdmin(ctx, tx, m.Workspace)
 	})
 	return m, err
 }
@@ -114,10 +112,8 @@ func (s *Store) RemoveMember(ctx context.Context, ws, username string) error {
 		if err := deleteOne(ctx, tx, "member", username, `DELETE FROM member WHERE workspace_id = $1 AND username = $2`, ws, username); err != nil {
 			return err
 		}
-		if n, err := countEnabledAdmins(ctx, tx, ws); err != nil {
+		if err := keepsAnAdmin(ctx, tx, ws); err != nil {
 			return err
-		} else if n == 0 {
-			return rulebook.ErrLastAdmin
 		}
 		if err := forgetPrincipal(ctx, tx, ws, "u/"+username); err != nil {
 			return err
