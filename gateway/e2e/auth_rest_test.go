@@ -14,9 +14,7 @@ import (
 // used on workspace B is 403 WRONG_WORKSPACE, bad input is 400 naming the field, and nothing is
 // written by a refused call.
 func TestPolicyAuthOverREST(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	st := StartStack(t)
 	admin := st.AdminToken(t)
 

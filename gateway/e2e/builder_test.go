@@ -62,9 +62,7 @@ func restCall(t *testing.T, stack *Stack, token string, c bf.Case) bf.Outcome {
 }
 
 func TestBuilderFixturesREST(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	sf, cases := bf.Load(t, fixtureDir)
 	st := StartStack(t)
 	conn, err := grpc.NewClient(st.Policy, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -115,9 +115,7 @@ func readStrict(t *testing.T, path string, v any) {
 
 // TestIsolation runs the isolation matrix and the attack corpus (see the top of this file).
 func TestIsolation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	t.Parallel()
 	var iso isoFile
 	readStrict(t, "testdata/isolation.json", &iso)

@@ -38,9 +38,7 @@ type readmeStep struct {
 // to the test stack's ports, and refuses a block that names a default port any other way, so
 // no block can reach a developer's own `make run`. Each block's output is checked.
 func TestREADMEWalkthrough(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	t.Parallel()
 	root := repoRoot(t)
 	blocks := walkthroughBlocks(t, filepath.Join(root, "README.md"))

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,13 +127,8 @@ type rsSeen struct {
 
 func loadRolesetDecisions(t *testing.T) rsFixtures {
 	t.Helper()
-	f, err := os.Open(rolesetDecisionsFile)
-	require.NoError(t, err)
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
 	var fx rsFixtures
-	require.NoError(t, dec.Decode(&fx), rolesetDecisionsFile)
+	readStrict(t, rolesetDecisionsFile, &fx)
 	names := map[string]bool{}
 	for _, c := range fx.Cases {
 		require.NotEmpty(t, c.Name)
@@ -330,9 +324,7 @@ func rsTraceOf(r *rolesetv1.ExplainConnectionResponse) []rsTrace {
 // TestRolesetDecisions replays testdata/roleset_decisions.json over gRPC and REST against one
 // stack (see the top of this file).
 func TestRolesetDecisions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	fx := loadRolesetDecisions(t)
 	require.GreaterOrEqual(t, len(fx.Cases), 30)
 	st := StartStack(t)

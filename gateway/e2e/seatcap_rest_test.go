@@ -14,9 +14,7 @@ import (
 // operator builder rights on when that would go over the licensed cap answers 409 with the
 // numbers, and commits nothing; under a cap that fits, the same call succeeds.
 func TestSeatCapRefusalOverREST(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	st := StartStack(t)
 	admin := st.AdminToken(t)
 	call := func(method, path string, body any) (int, map[string]any) {

@@ -18,9 +18,7 @@ import (
 // carry a secret run.sh made: the Postgres superuser password, the admin and service tokens,
 // the encryption key, the demo admin's password.
 func TestNoSecretOnCommandLines(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	t.Parallel()
 	var mu sync.Mutex
 	seen := map[string]bool{}

@@ -25,6 +25,14 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// needsStack skips t under -short: it starts the whole stack.
+func needsStack(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole stack; skipped with -short")
+	}
+}
+
 // TestLocalStack starts scripts/run.sh the way `make run` does, checks what the README promises
 // (every service lists itself, health and reflection; health is SERVING; the gateway answers
 // /healthz and /openapi.json; the demo is loaded, and loading it again by hand changes
@@ -32,9 +40,7 @@ import (
 // behind; then starts it again on the same run directory, as a second `make run`, and checks
 // the demo is still exactly as loaded (same tokens, no duplicates).
 func TestLocalStack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack; skipped with -short")
-	}
+	needsStack(t)
 	t.Parallel()
 	st := StartStack(t)
 

@@ -141,28 +141,30 @@ func dial(t *testing.T, addr string) net.Conn {
 // passed, not when the client is done (30 s).
 func TestTrickledBodyIsCut(t *testing.T) {
 	t.Parallel()
-	addr := startLimited(t, fastLimits())
-	c := dial(t, addr)
-	start := time.Now()
-	trickle(t, c, "PATCH /v1/workspaces/w/operator-settings HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
-	got, took := readUntilClosed(t, c, start)
+	got := trickleUntilCut(t, "PATCH /v1/workspaces/w/operator-settings HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", "trickle")
 	require.True(t, strings.HasPrefix(got, "HTTP/1.1 408 "), "%q", got)
 	require.Contains(t, got, `"rule":"read_timeout"`)
+}
+
+// trickleUntilCut sends req a byte at a time to a gateway with fastLimits and returns what it
+// answered before it closed the connection, which must be once the 1 s timeout has passed and
+// long before the client is done (what names the request in the failure).
+func trickleUntilCut(t *testing.T, req, what string) string {
+	t.Helper()
+	c := dial(t, startLimited(t, fastLimits()))
+	start := time.Now()
+	trickle(t, c, req)
+	got, took := readUntilClosed(t, c, start)
 	require.GreaterOrEqual(t, took, 900*time.Millisecond)
-	require.Less(t, took, 8*time.Second, "the trickle was not cut within the bound")
+	require.Less(t, took, 8*time.Second, "the %s was not cut within the bound", what)
+	return got
 }
 
 // Headers sent a byte at a time (slowloris) are cut once ReadHeaderTimeout (1 s) has passed.
 func TestSlowHeadersAreCut(t *testing.T) {
 	t.Parallel()
-	addr := startLimited(t, fastLimits())
-	c := dial(t, addr)
-	start := time.Now()
-	trickle(t, c, "GET /openapi.json HTTP/1.1\r\nHost: gw\r\nX-Slow: ")
-	got, took := readUntilClosed(t, c, start)
+	got := trickleUntilCut(t, "GET /openapi.json HTTP/1.1\r\nHost: gw\r\nX-Slow: ", "slow headers")
 	require.NotContains(t, got, "200 OK")
-	require.GreaterOrEqual(t, took, 900*time.Millisecond)
-	require.Less(t, took, 8*time.Second, "the slow headers were not cut within the bound")
 }
 
 // Headers past MaxHeaderBytes are refused 431.

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 
+	"github.com/millwright/millwright/pkg/defaults"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/pkg/validate"
@@ -49,15 +50,9 @@ type handlers struct {
 
 // Register registers every policy service on gs.
 func Register(gs grpc.ServiceRegistrar, d Deps) {
-	if d.JobTokenTTL <= 0 {
-		d.JobTokenTTL = DefaultJobTokenTTL
-	}
-	if d.CheckBytesInFlight <= 0 {
-		d.CheckBytesInFlight = DefaultCheckBytesInFlight
-	}
-	if d.CheckQueueWait <= 0 {
-		d.CheckQueueWait = DefaultCheckQueueWait
-	}
+	d.JobTokenTTL = defaults.Positive(d.JobTokenTTL, DefaultJobTokenTTL)
+	d.CheckBytesInFlight = defaults.Positive(d.CheckBytesInFlight, DefaultCheckBytesInFlight)
+	d.CheckQueueWait = defaults.Positive(d.CheckQueueWait, DefaultCheckQueueWait)
 	h := &handlers{Deps: d, checks: semaphore.NewWeighted(d.CheckBytesInFlight), checkCap: d.CheckBytesInFlight,
 		checker: &builder.Checker{Store: d.Store, Limits: BuilderLimits}}
 	policyv1.RegisterWorkspaceServiceServer(gs, &workspaceServer{h: h})
@@ -82,6 +77,20 @@ var ServiceDescs = []grpc.ServiceDesc{
 
 func (h *handlers) authorize(ctx context.Context, workspace string) (Caller, error) {
 	return authorize(ctx, h.Store, workspace)
+}
+
+// authorized is the shape of most handlers: authorize the call on workspace, then do the
+// work, its domain errors mapped to gRPC status (mapErr) here so that no handler can forget.
+// do's answer is dropped when it returns an error, so do may return the two together.
+func authorized[R any](ctx context.Context, h *handlers, workspace string, do func() (*R, error)) (*R, error) {
+	if _, err := h.authorize(ctx, workspace); err != nil {
+		return nil, err
+	}
+	out, err := do()
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return out, nil
 }
 
 // actingFor authorizes the call on ws and names the member the call is about (see subject).

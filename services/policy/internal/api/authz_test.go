@@ -41,9 +41,7 @@ func TestEveryMethodHasARuleAndValidator(t *testing.T) {
 }
 
 func TestAuthorization(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "a")
-	workspaceWith(t, r, "b")
+	r := replicaWith(t, "a", "b")
 	member(t, r, "a", "dev", policyv1.Role_ROLE_DEVELOPER)
 	member(t, r, "a", "op", policyv1.Role_ROLE_OPERATOR)
 	member(t, r, "a", "gone", policyv1.Role_ROLE_OPERATOR)
@@ -166,8 +164,7 @@ func TestAuthorization(t *testing.T) {
 }
 
 func TestCreateTokenRules(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "a")
+	r := replicaWith(t, "a")
 	member(t, r, "a", "dev", policyv1.Role_ROLE_DEVELOPER)
 	exp := timestamppb.New(time.Now().Add(time.Hour)) // before the tokens below, which expire in an hour
 	dev := userToken(t, r, "a", "dev")

@@ -80,6 +80,17 @@ func (h *handlers) builderCaller(ctx context.Context, ws, onBehalfOf string) (bu
 	return builderCaller{id: c.ID, tenancy: t, operator: builder.HeldToWalk(t.Role)}, nil
 }
 
+// builderMayBuild is builderCaller then canBuild, for the checks that need nothing between
+// the two (CheckApp settles the caller's scopes first) nor the settings after.
+func (h *handlers) builderMayBuild(ctx context.Context, ws, onBehalfOf string) (builderCaller, error) {
+	bc, err := h.builderCaller(ctx, ws, onBehalfOf)
+	if err != nil {
+		return builderCaller{}, err
+	}
+	_, err = h.canBuild(ctx, bc)
+	return bc, err
+}
+
 // canBuild is check_operator_can_build for operators, over the cached settings; it returns the
 // settings so the caller reads them once.
 func (h *handlers) canBuild(ctx context.Context, bc builderCaller) (rulebook.OperatorSettings, error) {
@@ -214,11 +225,8 @@ func (h *handlers) admit(ctx context.Context, docBytes int) (release func(), err
 }
 
 func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRequest) (*policyv1.CheckFlowResponse, error) {
-	bc, err := s.h.builderCaller(ctx, req.GetWorkspace(), req.GetOnBehalfOf())
+	bc, err := s.h.builderMayBuild(ctx, req.GetWorkspace(), req.GetOnBehalfOf())
 	if err != nil {
-		return nil, err
-	}
-	if _, err := s.h.canBuild(ctx, bc); err != nil {
 		return nil, err
 	}
 	done, err := s.h.admit(ctx, len(req.GetFlowJson()))
@@ -234,7 +242,7 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 	defer res.Release()
 	rep := res.Report
 	b := newBudget()
-	out := &policyv1.CheckFlowResponse{Role: roleToProto(bc.tenancy.Role)}
+	out := &policyv1.CheckFlowResponse{Role: roles.toProto(bc.tenancy.Role)}
 	out.CodeFindings, out.CodeFindingsOmitted = toProtoFindings(res.Code, b)
 	for i, t := range rep.Tags {
 		ptr := t.Pointer.String()
@@ -297,7 +305,7 @@ func (s *builderServer) CheckApp(ctx context.Context, req *policyv1.CheckAppRequ
 	}
 	defer res.Release()
 	b := newBudget()
-	out := &policyv1.CheckAppResponse{Role: roleToProto(bc.tenancy.Role), NormalizedPolicyJson: res.NormalizedPolicy,
+	out := &policyv1.CheckAppResponse{Role: roles.toProto(bc.tenancy.Role), NormalizedPolicyJson: res.NormalizedPolicy,
 		ExecutionMode: res.Report.ExecutionMode, Kind: string(res.Report.Kind)}
 	out.CodeFindings, out.CodeFindingsOmitted = toProtoFindings(res.Code, b)
 	out.PolicyPaths, out.PolicyPathsOmitted = listRefs(res.Report.PolicyPaths, b)
@@ -306,11 +314,8 @@ func (s *builderServer) CheckApp(ctx context.Context, req *policyv1.CheckAppRequ
 }
 
 func (s *builderServer) CheckPreview(ctx context.Context, req *policyv1.CheckPreviewRequest) (*policyv1.CheckPreviewResponse, error) {
-	bc, err := s.h.builderCaller(ctx, req.GetWorkspace(), req.GetOnBehalfOf())
+	bc, err := s.h.builderMayBuild(ctx, req.GetWorkspace(), req.GetOnBehalfOf())
 	if err != nil {
-		return nil, err
-	}
-	if _, err := s.h.canBuild(ctx, bc); err != nil {
 		return nil, err
 	}
 	_, rawCode := req.GetTarget().(*policyv1.CheckPreviewRequest_RawCode)
@@ -318,7 +323,7 @@ func (s *builderServer) CheckPreview(ctx context.Context, req *policyv1.CheckPre
 	if err != nil {
 		return nil, checkError(err)
 	}
-	out := &policyv1.CheckPreviewResponse{Role: roleToProto(bc.tenancy.Role)}
+	out := &policyv1.CheckPreviewResponse{Role: roles.toProto(bc.tenancy.Role)}
 	for _, r := range refs {
 		out.Runnables = append(out.Runnables, &policyv1.BuilderRef{Kind: protoKind(r.Kind), Path: r.Path})
 	}

@@ -105,9 +105,7 @@ func TestBuilderConstantQueries(t *testing.T) {
 }
 
 func TestBuilderCallerModel(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
-	workspaceWith(t, r, "other")
+	r := replicaWith(t, "w", "other")
 	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
 	member(t, r, "w", "op2", policyv1.Role_ROLE_OPERATOR)
 	setBuilder(t, r, "w", true)

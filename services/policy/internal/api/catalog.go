@@ -21,50 +21,35 @@ func perms(list []*policyv1.ExtraPerm) map[string]bool {
 	return out
 }
 
-func (s *catalogServer) register(ctx context.Context, r store.Runnable) error {
-	if _, err := s.h.authorize(ctx, r.Workspace); err != nil {
-		return err
-	}
-	return mapErr(s.h.Store.RegisterRunnable(ctx, r))
+// register authorizes the call on r's workspace and registers r; answer is the RPC's
+// (empty) response.
+func register[R any](ctx context.Context, s *catalogServer, r store.Runnable, answer *R) (*R, error) {
+	return authorized(ctx, s.h, r.Workspace, func() (*R, error) {
+		return answer, s.h.Store.RegisterRunnable(ctx, r)
+	})
 }
 
 func (s *catalogServer) RegisterScript(ctx context.Context, req *policyv1.RegisterScriptRequest) (*policyv1.RegisterScriptResponse, error) {
-	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindScript, Path: req.GetPath(),
+	return register(ctx, s, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindScript, Path: req.GetPath(),
 		LatestHash: req.GetLatestHash(), Versions: req.GetVersionHashes(), OnBehalfOf: req.GetOnBehalfOf(),
-		ExtraPerms: perms(req.GetExtraPerms())})
-	if err != nil {
-		return nil, err
-	}
-	return &policyv1.RegisterScriptResponse{}, nil
+		ExtraPerms: perms(req.GetExtraPerms())}, &policyv1.RegisterScriptResponse{})
 }
 
 func (s *catalogServer) RegisterFlow(ctx context.Context, req *policyv1.RegisterFlowRequest) (*policyv1.RegisterFlowResponse, error) {
-	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindFlow, Path: req.GetPath(),
-		OnBehalfOf: req.GetOnBehalfOf(), ExtraPerms: perms(req.GetExtraPerms())})
-	if err != nil {
-		return nil, err
-	}
-	return &policyv1.RegisterFlowResponse{}, nil
+	return register(ctx, s, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindFlow, Path: req.GetPath(),
+		OnBehalfOf: req.GetOnBehalfOf(), ExtraPerms: perms(req.GetExtraPerms())}, &policyv1.RegisterFlowResponse{})
 }
 
 func (s *catalogServer) RegisterApp(ctx context.Context, req *policyv1.RegisterAppRequest) (*policyv1.RegisterAppResponse, error) {
-	err := s.register(ctx, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindApp, Path: req.GetPath(),
-		OnBehalfOf: req.GetOnBehalfOf(), ExtraPerms: perms(req.GetExtraPerms())})
-	if err != nil {
-		return nil, err
-	}
-	return &policyv1.RegisterAppResponse{}, nil
+	return register(ctx, s, store.Runnable{Workspace: req.GetWorkspace(), Kind: rulebook.KindApp, Path: req.GetPath(),
+		OnBehalfOf: req.GetOnBehalfOf(), ExtraPerms: perms(req.GetExtraPerms())}, &policyv1.RegisterAppResponse{})
 }
 
 func (s *catalogServer) RemoveRunnable(ctx context.Context, req *policyv1.RemoveRunnableRequest) (*policyv1.RemoveRunnableResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	k, _ := kindFromProto(req.GetKind())
-	if err := s.h.Store.RemoveRunnable(ctx, req.GetWorkspace(), k, req.GetPath()); err != nil {
-		return nil, mapErr(err)
-	}
-	return &policyv1.RemoveRunnableResponse{}, nil
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.RemoveRunnableResponse, error) {
+		k, _ := kinds.fromProto(req.GetKind())
+		return &policyv1.RemoveRunnableResponse{}, s.h.Store.RemoveRunnable(ctx, req.GetWorkspace(), k, req.GetPath())
+	})
 }
 
 func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListReadableRequest) (*policyv1.ListReadableResponse, error) {
@@ -72,14 +57,14 @@ func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListRead
 	if err != nil {
 		return nil, err
 	}
-	k, _ := kindFromProto(req.GetKind()) // unspecified: "" = every kind
+	k, _ := kinds.fromProto(req.GetKind()) // unspecified: "" = every kind
 	items, err := s.h.Store.ListReadable(ctx, who, req.GetWorkspace(), k)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	out := &policyv1.ListReadableResponse{}
 	for _, it := range items {
-		out.Runnables = append(out.Runnables, &policyv1.Runnable{Kind: kindToProto(it.Kind), Path: it.Path,
+		out.Runnables = append(out.Runnables, &policyv1.Runnable{Kind: kinds.toProto(it.Kind), Path: it.Path,
 			LatestHash: it.LatestHash, OnBehalfOf: it.OnBehalfOf})
 	}
 	return out, nil
@@ -92,7 +77,7 @@ func (s *catalogServer) CheckReadable(ctx context.Context, req *policyv1.CheckRe
 	}
 	refs := make([]rulebook.Ref, len(req.GetRefs()))
 	for i, r := range req.GetRefs() {
-		k, _ := kindFromProto(r.GetKind())
+		k, _ := kinds.fromProto(r.GetKind())
 		refs[i] = rulebook.Ref{Kind: k, Path: r.GetPath()}
 	}
 	ok, err := s.h.Store.ReadablePaths(ctx, who, req.GetWorkspace(), refs)

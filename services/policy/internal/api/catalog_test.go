@@ -165,8 +165,7 @@ func TestResolveTenancy(t *testing.T) {
 }
 
 func TestLastAdminIsKept(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	_, err := r.ws.UpsertMember(admin, &policyv1.UpsertMemberRequest{Workspace: "w", Username: "admin", Email: "admin@x", Role: policyv1.Role_ROLE_OPERATOR})
 	requireCode(t, err, codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_LAST_ADMIN)
 	_, err = r.ws.RemoveMember(admin, &policyv1.RemoveMemberRequest{Workspace: "w", Username: "admin"})
@@ -174,8 +173,7 @@ func TestLastAdminIsKept(t *testing.T) {
 }
 
 func TestWorkerTags(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
 	member(t, r, "w", "dev", policyv1.Role_ROLE_DEVELOPER)
 	_, err := r.tags.SetWorkerTags(admin, &policyv1.SetWorkerTagsRequest{Workspace: "w", Tags: []*policyv1.WorkerTag{
@@ -209,8 +207,7 @@ func TestWorkerTags(t *testing.T) {
 // TestBadInput: every refusal is InvalidArgument naming the field, and nothing is written
 // (the stream head, which every write moves, stays put).
 func TestBadInput(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	many := make([]string, 1001)
 	for i := range many {
 		many[i] = fmt.Sprintf("u%d", i)

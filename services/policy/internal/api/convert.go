@@ -8,9 +8,14 @@ import (
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
 
-// toProto is the reverse look-up of a proto-to-domain enum map; a domain value the map lacks
-// becomes the proto zero value (UNSPECIFIED).
-func toProto[P, D comparable](m map[P]D, d D) P {
+// enum maps a proto enum to its domain values, read both ways.
+type enum[P, D comparable] map[P]D
+
+func (m enum[P, D]) fromProto(p P) (D, bool) { v, ok := m[p]; return v, ok }
+
+// toProto is the reverse look-up; a domain value the map lacks becomes the proto zero value
+// (UNSPECIFIED).
+func (m enum[P, D]) toProto(d D) P {
 	for p, v := range m {
 		if v == d {
 			return p
@@ -20,27 +25,19 @@ func toProto[P, D comparable](m map[P]D, d D) P {
 	return unspecified
 }
 
-var roles = map[policyv1.Role]rulebook.Role{
+var roles = enum[policyv1.Role, rulebook.Role]{
 	policyv1.Role_ROLE_ADMIN:     rulebook.RoleAdmin,
 	policyv1.Role_ROLE_DEVELOPER: rulebook.RoleDeveloper,
 	policyv1.Role_ROLE_OPERATOR:  rulebook.RoleOperator,
 }
 
-func roleFromProto(r policyv1.Role) (rulebook.Role, bool) { v, ok := roles[r]; return v, ok }
-
-func roleToProto(r rulebook.Role) policyv1.Role { return toProto(roles, r) }
-
-var kinds = map[policyv1.RunnableKind]rulebook.Kind{
+var kinds = enum[policyv1.RunnableKind, rulebook.Kind]{
 	policyv1.RunnableKind_RUNNABLE_KIND_SCRIPT: rulebook.KindScript,
 	policyv1.RunnableKind_RUNNABLE_KIND_FLOW:   rulebook.KindFlow,
 	policyv1.RunnableKind_RUNNABLE_KIND_APP:    rulebook.KindApp,
 }
 
-func kindFromProto(k policyv1.RunnableKind) (rulebook.Kind, bool) { v, ok := kinds[k]; return v, ok }
-
-func kindToProto(k rulebook.Kind) policyv1.RunnableKind { return toProto(kinds, k) }
-
-var origins = map[policyv1.RunOrigin]rulebook.Origin{
+var origins = enum[policyv1.RunOrigin, rulebook.Origin]{
 	policyv1.RunOrigin_RUN_ORIGIN_APP_SESSION:   rulebook.OriginAppSession,
 	policyv1.RunOrigin_RUN_ORIGIN_APP_ANONYMOUS: rulebook.OriginAppAnonymous,
 	policyv1.RunOrigin_RUN_ORIGIN_DIRECT:        rulebook.OriginDirect,
@@ -51,16 +48,12 @@ var origins = map[policyv1.RunOrigin]rulebook.Origin{
 	policyv1.RunOrigin_RUN_ORIGIN_AI_TOOL:       rulebook.OriginAITool,
 }
 
-func originFromProto(o policyv1.RunOrigin) (rulebook.Origin, bool) { v, ok := origins[o]; return v, ok }
-
-func originToProto(o rulebook.Origin) policyv1.RunOrigin { return toProto(origins, o) }
-
 func runToProto(r store.Run) *policyv1.RunIdentity {
 	out := &policyv1.RunIdentity{
 		Workspace:      r.Workspace,
 		JobId:          r.JobID,
 		PermissionedAs: r.PermissionedAs,
-		Origin:         originToProto(r.Origin),
+		Origin:         origins.toProto(r.Origin),
 		ParentJobId:    r.ParentJobID,
 		CreatedAt:      timestamppb.New(r.CreatedAt),
 	}
@@ -106,7 +99,7 @@ func patchFromProto(p *policyv1.OperatorSettingsPatch) rulebook.SettingsPatch {
 func tenancyToProto(t rulebook.Tenancy) *policyv1.ResolveTenancyResponse {
 	out := &policyv1.ResolveTenancyResponse{
 		Workspace: t.Workspace, Username: t.Username, Email: t.Email, Groups: t.Groups,
-		IsAdmin: t.IsAdmin(), IsOperator: t.IsOperator(), Role: roleToProto(t.Role),
+		IsAdmin: t.IsAdmin(), IsOperator: t.IsOperator(), Role: roles.toProto(t.Role),
 	}
 	for _, f := range t.Folders {
 		out.Folders = append(out.Folders, &policyv1.FolderAccess{Name: f.Name, Read: f.Read, Write: f.Write, Owner: f.Owner})
@@ -115,5 +108,5 @@ func tenancyToProto(t rulebook.Tenancy) *policyv1.ResolveTenancyResponse {
 }
 
 func memberToProto(m store.Member) *policyv1.Member {
-	return &policyv1.Member{Workspace: m.Workspace, Username: m.Username, Email: m.Email, Role: roleToProto(m.Role), Disabled: m.Disabled}
+	return &policyv1.Member{Workspace: m.Workspace, Username: m.Username, Email: m.Email, Role: roles.toProto(m.Role), Disabled: m.Disabled}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/policy/internal/app"
 	"github.com/millwright/millwright/services/policy/internal/settings"
+	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -162,10 +163,32 @@ func member(t testing.TB, r *replica, ws, user string, role policyv1.Role) {
 	require.NoError(t, err)
 }
 
-func workspaceWith(t testing.TB, r *replica, ws string) {
+// workspaceWith creates each workspace of wss, named as its id, whose first admin is "admin".
+func workspaceWith(t testing.TB, r *replica, wss ...string) {
 	t.Helper()
-	_, err := r.ws.CreateWorkspace(admin, &policyv1.CreateWorkspaceRequest{Workspace: ws, Name: ws, AdminEmail: "admin@x", AdminUsername: "admin"})
-	require.NoError(t, err)
+	for _, ws := range wss {
+		_, err := r.ws.CreateWorkspace(admin, &policyv1.CreateWorkspaceRequest{Workspace: ws, Name: ws, AdminEmail: "admin@x", AdminUsername: "admin"})
+		require.NoError(t, err)
+	}
+}
+
+// replicaWith starts a replica on a new database holding the workspaces wss (workspaceWith).
+func replicaWith(t testing.TB, wss ...string) *replica {
+	t.Helper()
+	r := startReplica(t, testdb.DSN(t))
+	workspaceWith(t, r, wss...)
+	return r
+}
+
+// replicaPair starts two replicas on one new database, with workspace "w" and its operator "op"
+// made through a: changes made through one are for the other to see.
+func replicaPair(t testing.TB) (a, b *replica) {
+	t.Helper()
+	dsn := testdb.DSN(t)
+	a, b = startReplica(t, dsn), startReplica(t, dsn)
+	workspaceWith(t, a, "w")
+	member(t, a, "w", "op", policyv1.Role_ROLE_OPERATOR)
+	return a, b
 }
 
 func userToken(t testing.TB, r *replica, ws, user string, scopes ...string) string {

@@ -8,15 +8,13 @@ import (
 
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 // TestDocumentOverTheTransportDefaultIsInvalidArgument: a 5 MiB flow, past gRPC's default 4
 // MiB message limit, reaches the handler (the server accepts up to server.MaxRecvMsgSize) and
 // is refused InvalidArgument VALUE_TOO_LARGE naming the field, not ResourceExhausted.
 func TestDocumentOverTheTransportDefaultIsInvalidArgument(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
 	setBuilder(t, r, "w", true)
 	big := `{"modules":[],"pad":"` + strings.Repeat("x", 5<<20) + `"}`

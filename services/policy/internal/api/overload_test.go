@@ -97,8 +97,7 @@ func TestBuilderChecksBoundedInFlight(t *testing.T) {
 // refused before any lookup (issue 11 item 1: a flow with 3,200 raw scripts 60 loops deep made
 // 3,200 ErrorInfos, each with a 1 KB pointer; a 36 KB app key made one reference per ':').
 func TestBuilderAnswersBounded(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "cap")
+	r := replicaWith(t, "cap")
 	member(t, r, "cap", "op", policyv1.Role_ROLE_OPERATOR)
 	member(t, r, "cap", "dev", policyv1.Role_ROLE_DEVELOPER)
 	setBuilder(t, r, "cap", true)

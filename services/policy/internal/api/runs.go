@@ -20,24 +20,23 @@ type runServer struct {
 // RecordRun never reads a viewer from the request: the store computes it from the origin and
 // the authenticated credential.
 func (s *runServer) RecordRun(ctx context.Context, req *policyv1.RecordRunRequest) (*policyv1.RecordRunResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	origin, _ := originFromProto(req.GetOrigin())
-	var cred []byte
-	if req.GetCredential() != "" {
-		cred = rulebook.Digest(req.GetCredential())
-	}
-	secret, digest := rulebook.NewSecret(rulebook.PrefixJob)
-	run, err := s.h.Store.RecordRun(ctx, store.NewRun{
-		Workspace: req.GetWorkspace(), JobID: req.GetJobId(), PermissionedAs: req.GetPermissionedAs(),
-		Origin: origin, CredentialDigest: cred,
-		TokenID: rulebook.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(s.h.JobTokenTTL),
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.RecordRunResponse, error) {
+		origin, _ := origins.fromProto(req.GetOrigin())
+		var cred []byte
+		if req.GetCredential() != "" {
+			cred = rulebook.Digest(req.GetCredential())
+		}
+		secret, digest := rulebook.NewSecret(rulebook.PrefixJob)
+		run, err := s.h.Store.RecordRun(ctx, store.NewRun{
+			Workspace: req.GetWorkspace(), JobID: req.GetJobId(), PermissionedAs: req.GetPermissionedAs(),
+			Origin: origin, CredentialDigest: cred,
+			TokenID: rulebook.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(s.h.JobTokenTTL),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &policyv1.RecordRunResponse{JobToken: secret, Run: runToProto(run)}, nil
 	})
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return &policyv1.RecordRunResponse{JobToken: secret, Run: runToProto(run)}, nil
 }
 
 // jobToken is the job token a request is about: a job token's own bearer (it may not ask about
@@ -84,13 +83,9 @@ func (s *runServer) GetRunIdentity(ctx context.Context, req *policyv1.GetRunIden
 }
 
 func (s *runServer) FinishRun(ctx context.Context, req *policyv1.FinishRunRequest) (*policyv1.FinishRunResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	if err := s.h.Store.FinishRun(ctx, req.GetWorkspace(), req.GetJobId()); err != nil {
-		return nil, mapErr(err)
-	}
-	return &policyv1.FinishRunResponse{}, nil
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.FinishRunResponse, error) {
+		return &policyv1.FinishRunResponse{}, s.h.Store.FinishRun(ctx, req.GetWorkspace(), req.GetJobId())
+	})
 }
 
 func (s *runServer) ResultCacheKey(ctx context.Context, req *policyv1.ResultCacheKeyRequest) (*policyv1.ResultCacheKeyResponse, error) {

@@ -259,8 +259,7 @@ func TestRunViewer(t *testing.T) {
 // TestRequestFieldsNeverReachTheViewer sets every string field of a RecordRun request to a
 // victim's email, one at a time, for every origin: the viewer is never the victim.
 func TestRequestFieldsNeverReachTheViewer(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "a")
+	r := replicaWith(t, "a")
 	member(t, r, "a", "alice", policyv1.Role_ROLE_OPERATOR)
 	alice := userToken(t, r, "a", "alice")
 	member(t, r, "a", "victim", policyv1.Role_ROLE_ADMIN) // a real member: trusting any field would resolve

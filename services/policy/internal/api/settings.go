@@ -12,25 +12,23 @@ type settingsServer struct {
 }
 
 func (s *settingsServer) GetOperatorSettings(ctx context.Context, req *policyv1.GetOperatorSettingsRequest) (*policyv1.GetOperatorSettingsResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	st, err := s.h.Settings.Get(ctx, req.GetWorkspace())
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return &policyv1.GetOperatorSettingsResponse{Settings: settingsToProto(st)}, nil
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.GetOperatorSettingsResponse, error) {
+		st, err := s.h.Settings.Get(ctx, req.GetWorkspace())
+		if err != nil {
+			return nil, err
+		}
+		return &policyv1.GetOperatorSettingsResponse{Settings: settingsToProto(st)}, nil
+	})
 }
 
 func (s *settingsServer) UpdateOperatorSettings(ctx context.Context, req *policyv1.UpdateOperatorSettingsRequest) (*policyv1.UpdateOperatorSettingsResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	ch, err := s.h.Settings.Update(ctx, req.GetWorkspace(), patchFromProto(req.GetPatch()))
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return &policyv1.UpdateOperatorSettingsResponse{Settings: settingsToProto(ch.After), StreamPosition: ch.Position}, nil
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.UpdateOperatorSettingsResponse, error) {
+		ch, err := s.h.Settings.Update(ctx, req.GetWorkspace(), patchFromProto(req.GetPatch()))
+		if err != nil {
+			return nil, err
+		}
+		return &policyv1.UpdateOperatorSettingsResponse{Settings: settingsToProto(ch.After), StreamPosition: ch.Position}, nil
+	})
 }
 
 func (s *settingsServer) CheckOperatorCanBuild(ctx context.Context, req *policyv1.CheckOperatorCanBuildRequest) (*policyv1.CheckOperatorCanBuildResponse, error) {
@@ -41,5 +39,5 @@ func (s *settingsServer) CheckOperatorCanBuild(ctx context.Context, req *policyv
 	if err := s.h.Settings.CanBuild(ctx, req.GetWorkspace(), t.Role); err != nil {
 		return nil, mapErr(err)
 	}
-	return &policyv1.CheckOperatorCanBuildResponse{Role: roleToProto(t.Role)}, nil
+	return &policyv1.CheckOperatorCanBuildResponse{Role: roles.toProto(t.Role)}, nil
 }

@@ -51,8 +51,7 @@ func refused(err error) bool {
 }
 
 func TestCheckOperatorCanBuild(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
 	member(t, r, "w", "dev", policyv1.Role_ROLE_DEVELOPER)
 	require.True(t, refused(canBuild(r, "w", "op")), "builder is off unless granted")
@@ -245,11 +244,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 }
 
 func TestTokenRevocationAcrossReplicas(t *testing.T) {
-	dsn := testdb.DSN(t)
-	a := startReplica(t, dsn)
-	b := startReplica(t, dsn)
-	workspaceWith(t, a, "w")
-	member(t, a, "w", "op", policyv1.Role_ROLE_OPERATOR)
+	a, b := replicaPair(t)
 	resp, err := a.tok.CreateToken(admin, &policyv1.CreateTokenRequest{Workspace: "w", Username: "op",
 		ExpiresAt: timestampIn(time.Hour)})
 	require.NoError(t, err)
@@ -294,8 +289,7 @@ func TestTokenRevocationAcrossReplicas(t *testing.T) {
 }
 
 func TestMembershipSnapshotAndWatch(t *testing.T) {
-	r := startReplica(t, testdb.DSN(t))
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
 	setBuilder(t, r, "w", true)
 	snap, err := r.ws.GetMembershipSnapshot(service, &policyv1.GetMembershipSnapshotRequest{})
@@ -362,11 +356,7 @@ func protoClean(in []*policyv1.WorkspaceBuilder) []*policyv1.WorkspaceBuilder {
 // B refuses" over 200 trials and reports p50 and p99 (ms). Baselines it replaces: the 60 s
 // cache TTL alone, and Windmill's 10 s notify_event poll.
 func BenchmarkRevocationAcrossReplicas(b *testing.B) {
-	dsn := testdb.DSN(b)
-	ra := startReplica(b, dsn)
-	rb := startReplica(b, dsn)
-	workspaceWith(b, ra, "w")
-	member(b, ra, "w", "op", policyv1.Role_ROLE_OPERATOR)
+	ra, rb := replicaPair(b)
 	const trials = 200
 	var lat []time.Duration
 	for b.Loop() {

@@ -13,32 +13,27 @@ type tagServer struct {
 }
 
 func (s *tagServer) SetWorkerTags(ctx context.Context, req *policyv1.SetWorkerTagsRequest) (*policyv1.SetWorkerTagsResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	rules := make([]rulebook.TagRule, len(req.GetTags()))
-	for i, t := range req.GetTags() {
-		rules[i] = rulebook.TagRule{Name: t.GetName(), Privileged: t.GetPrivileged()}
-	}
-	if err := s.h.Store.SetWorkerTags(ctx, req.GetWorkspace(), rules); err != nil {
-		return nil, mapErr(err)
-	}
-	return &policyv1.SetWorkerTagsResponse{}, nil
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.SetWorkerTagsResponse, error) {
+		rules := make([]rulebook.TagRule, len(req.GetTags()))
+		for i, t := range req.GetTags() {
+			rules[i] = rulebook.TagRule{Name: t.GetName(), Privileged: t.GetPrivileged()}
+		}
+		return &policyv1.SetWorkerTagsResponse{}, s.h.Store.SetWorkerTags(ctx, req.GetWorkspace(), rules)
+	})
 }
 
 func (s *tagServer) GetWorkerTags(ctx context.Context, req *policyv1.GetWorkerTagsRequest) (*policyv1.GetWorkerTagsResponse, error) {
-	if _, err := s.h.authorize(ctx, req.GetWorkspace()); err != nil {
-		return nil, err
-	}
-	rules, err := s.h.Store.WorkerTags(ctx, req.GetWorkspace())
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	out := &policyv1.GetWorkerTagsResponse{}
-	for _, r := range rules {
-		out.Tags = append(out.Tags, &policyv1.WorkerTag{Name: r.Name, Privileged: r.Privileged})
-	}
-	return out, nil
+	return authorized(ctx, s.h, req.GetWorkspace(), func() (*policyv1.GetWorkerTagsResponse, error) {
+		rules, err := s.h.Store.WorkerTags(ctx, req.GetWorkspace())
+		if err != nil {
+			return nil, err
+		}
+		out := &policyv1.GetWorkerTagsResponse{}
+		for _, r := range rules {
+			out.Tags = append(out.Tags, &policyv1.WorkerTag{Name: r.Name, Privileged: r.Privileged})
+		}
+		return out, nil
+	})
 }
 
 func (s *tagServer) CheckTags(ctx context.Context, req *policyv1.CheckTagsRequest) (*policyv1.CheckTagsResponse, error) {

@@ -71,7 +71,7 @@ func extraPerms(list []*policyv1.ExtraPerm) error {
 }
 
 func role(field string, r policyv1.Role) error {
-	_, ok := roleFromProto(r)
+	_, ok := roles.fromProto(r)
 	return rule(field, validate.RuleOneOf, ok, "must be ROLE_ADMIN, ROLE_DEVELOPER or ROLE_OPERATOR")
 }
 
@@ -79,7 +79,7 @@ func kind(field string, k policyv1.RunnableKind, allowUnspecified bool) error {
 	if allowUnspecified && k == policyv1.RunnableKind_RUNNABLE_KIND_UNSPECIFIED {
 		return nil
 	}
-	_, ok := kindFromProto(k)
+	_, ok := kinds.fromProto(k)
 	return rule(field, validate.RuleOneOf, ok, "must be a runnable kind")
 }
 
@@ -229,7 +229,7 @@ func validators() *validate.Registry {
 
 	// RunService
 	validate.Add(r, func(m *policyv1.RecordRunRequest) error {
-		o, ok := originFromProto(m.GetOrigin())
+		o, ok := origins.fromProto(m.GetOrigin())
 		if err := validate.First(workspace(m.GetWorkspace()), jobID("job_id", m.GetJobId()),
 			rule("origin", validate.RuleOneOf, ok, "must be a run origin"),
 			permissionedAs(m.GetPermissionedAs(), m.GetOrigin()),

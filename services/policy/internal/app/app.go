@@ -16,6 +16,7 @@ import (
 
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/cli"
+	"github.com/millwright/millwright/pkg/defaults"
 	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/stream"
@@ -245,26 +246,13 @@ func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers
 // maintainer fills in the defaults of the retention loop.
 func maintainer(db *store.Store, o Options) *retention.Maintainer {
 	r := o.Retention
-	if r.Runs <= 0 {
-		r.Runs = retention.DefaultRuns
-	}
-	if r.Tokens <= 0 {
-		r.Tokens = retention.DefaultTokens
-	}
-	if r.PartitionDays <= 0 {
-		r.PartitionDays = retention.DefaultPartitionDays
-	}
-	if r.Ahead <= 0 {
-		r.Ahead = retention.DefaultAhead
-	}
-	m := &retention.Maintainer{Store: db, Retention: r, JobTokenTTL: o.JobTokenTTL, Interval: o.MaintenanceInterval,
-		Clock: o.Clock, Logger: o.Logger}
-	if m.JobTokenTTL <= 0 {
-		m.JobTokenTTL = api.DefaultJobTokenTTL
-	}
-	if m.Interval <= 0 {
-		m.Interval = retention.DefaultInterval
-	}
+	r.Runs = defaults.Positive(r.Runs, retention.DefaultRuns)
+	r.Tokens = defaults.Positive(r.Tokens, retention.DefaultTokens)
+	r.PartitionDays = defaults.Positive(r.PartitionDays, retention.DefaultPartitionDays)
+	r.Ahead = defaults.Positive(r.Ahead, retention.DefaultAhead)
+	m := &retention.Maintainer{Store: db, Retention: r, Logger: o.Logger, Clock: o.Clock,
+		JobTokenTTL: defaults.Positive(o.JobTokenTTL, api.DefaultJobTokenTTL),
+		Interval:    defaults.Positive(o.MaintenanceInterval, retention.DefaultInterval)}
 	if m.Clock == nil {
 		m.Clock = time.Now
 	}

@@ -232,40 +232,38 @@ func (p *parser) number() error {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i, _ = digits(s, i)
 	default:
 		p.pos = i
 		return p.fail("invalid number")
 	}
+	ok := true
 	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			p.pos = i
-			return p.fail("invalid number")
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i, ok = digits(s, i+1)
 	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+	if ok && i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		i++
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			p.pos = i
-			return p.fail("invalid number")
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i, ok = digits(s, i)
 	}
 	p.pos = i
+	if !ok {
+		return p.fail("invalid number")
+	}
 	n := p.newNode(kNumber)
 	p.d.nodes[n].a, p.d.nodes[n].b = int32(start), int32(i)
 	return nil
+}
+
+// digits skips the run of digits at s[i:]; false when there is not one.
+func digits(s string, i int) (int, bool) {
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	return j, j > i
 }
 
 // str scans a string starting at the opening quote and returns the span inside the quotes.
@@ -391,56 +389,74 @@ func (p *parser) close(n int32, start int) {
 	p.depth--
 }
 
-func (p *parser) array() error {
+// open starts a container of kind k at its opening byte; empty: it closed at once on end.
+func (p *parser) open(k kind, end byte) (n int32, start int, empty bool, err error) {
 	if err := p.enter(); err != nil {
-		return err
+		return 0, 0, false, err
 	}
-	n := p.newNode(kArray)
-	p.pos++ // [
-	start := len(p.scratch)
+	n = p.newNode(k)
+	p.pos++ // [ or {
+	start = len(p.scratch)
 	p.skipWS()
-	if p.pos < len(p.src) && p.src[p.pos] == ']' {
+	if p.pos < len(p.src) && p.src[p.pos] == end {
 		p.pos++
 		p.close(n, start)
-		return nil
+		return n, start, true, nil
+	}
+	return n, start, false, nil
+}
+
+// element parses the next value of container n and records where it stands in n.
+func (p *parser) element(n int32, start int) (int32, error) {
+	v := int32(len(p.d.nodes))
+	if err := p.value(); err != nil {
+		return 0, err
+	}
+	p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
+	return v, nil
+}
+
+// next reads what follows a member of container n (what: "array" or "object"): a comma, more
+// to come; or end, and n is closed.
+func (p *parser) next(n int32, start int, end byte, what string) (more bool, err error) {
+	p.skipWS()
+	if p.pos >= len(p.src) {
+		return false, p.fail("unterminated %s", what)
+	}
+	switch p.src[p.pos] {
+	case ',':
+		p.pos++
+		return true, nil
+	case end:
+		p.pos++
+		p.close(n, start)
+		return false, nil
+	}
+	return false, p.fail("expected , or %c in %s", end, what)
+}
+
+func (p *parser) array() error {
+	n, start, empty, err := p.open(kArray, ']')
+	if err != nil || empty {
+		return err
 	}
 	for {
 		p.skipWS()
-		v := int32(len(p.d.nodes))
-		if err := p.value(); err != nil {
+		v, err := p.element(n, start)
+		if err != nil {
 			return err
 		}
-		p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
 		p.scratch = append(p.scratch, member{val: v})
-		p.skipWS()
-		if p.pos >= len(p.src) {
-			return p.fail("unterminated array")
-		}
-		switch p.src[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			p.close(n, start)
-			return nil
-		default:
-			return p.fail("expected , or ] in array")
+		if more, err := p.next(n, start, ']', "array"); !more {
+			return err
 		}
 	}
 }
 
 func (p *parser) object() error {
-	if err := p.enter(); err != nil {
+	n, start, empty, err := p.open(kObject, '}')
+	if err != nil || empty {
 		return err
-	}
-	n := p.newNode(kObject)
-	p.pos++ // {
-	start := len(p.scratch)
-	p.skipWS()
-	if p.pos < len(p.src) && p.src[p.pos] == '}' {
-		p.pos++
-		p.close(n, start)
-		return nil
 	}
 	for {
 		p.skipWS()
@@ -464,30 +480,18 @@ func (p *parser) object() error {
 		}
 		p.pos++
 		p.skipWS()
-		v := int32(len(p.d.nodes))
-		if err := p.value(); err != nil {
+		v, err := p.element(n, start)
+		if err != nil {
 			return err
 		}
-		p.d.nodes[v].up, p.d.nodes[v].at = n, int32(len(p.scratch)-start)
 		m := member{ka: ka, kb: kb, kesc: kesc, val: v}
 		if p.duplicate(p.scratch[start:], m) {
 			p.pos = keyPos
 			return p.fail("duplicate key %q: readers disagree on which one counts", p.d.key(m))
 		}
 		p.scratch = append(p.scratch, m)
-		p.skipWS()
-		if p.pos >= len(p.src) {
-			return p.fail("unterminated object")
-		}
-		switch p.src[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			p.close(n, start)
-			return nil
-		default:
-			return p.fail("expected , or } in object")
+		if more, err := p.next(n, start, '}', "object"); !more {
+			return err
 		}
 	}
 }

@@ -3,6 +3,8 @@ package builder
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/millwright/millwright/pkg/defaults"
 )
 
 // Reason names why a value is refused. The strings are part of the contract: they travel in
@@ -144,39 +146,15 @@ const (
 func DefaultLimits() Limits { return Limits{}.resolved() }
 
 func (l Limits) resolved() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = defaultMaxBytes
-	}
-	if l.MaxBytes > hardMaxBytes {
-		l.MaxBytes = hardMaxBytes
-	}
-	if l.MaxJSONDepth <= 0 {
-		l.MaxJSONDepth = defaultMaxJSONDepth
-	}
-	if l.MaxJSONDepth > hardMaxJSONDepth {
-		l.MaxJSONDepth = hardMaxJSONDepth
-	}
-	if l.MaxModuleDepth <= 0 {
-		l.MaxModuleDepth = defaultMaxModuleDepth
-	}
-	if l.MaxModules <= 0 {
-		l.MaxModules = defaultMaxModules
-	}
-	if l.MaxKeyBytes <= 0 {
-		l.MaxKeyBytes = defaultMaxKeyBytes
-	}
-	if l.MaxRefBytes <= 0 {
-		l.MaxRefBytes = defaultMaxRefBytes
-	}
-	if l.MaxRefs <= 0 {
-		l.MaxRefs = defaultMaxRefs
-	}
-	if l.MaxFindings <= 0 {
-		l.MaxFindings = defaultMaxFindings
-	}
-	if l.MaxPointerBytes <= 0 {
-		l.MaxPointerBytes = defaultMaxPointer
-	}
+	l.MaxBytes = min(defaults.Positive(l.MaxBytes, defaultMaxBytes), hardMaxBytes)
+	l.MaxJSONDepth = min(defaults.Positive(l.MaxJSONDepth, defaultMaxJSONDepth), hardMaxJSONDepth)
+	l.MaxModuleDepth = defaults.Positive(l.MaxModuleDepth, defaultMaxModuleDepth)
+	l.MaxModules = defaults.Positive(l.MaxModules, defaultMaxModules)
+	l.MaxKeyBytes = defaults.Positive(l.MaxKeyBytes, defaultMaxKeyBytes)
+	l.MaxRefBytes = defaults.Positive(l.MaxRefBytes, defaultMaxRefBytes)
+	l.MaxRefs = defaults.Positive(l.MaxRefs, defaultMaxRefs)
+	l.MaxFindings = defaults.Positive(l.MaxFindings, defaultMaxFindings)
+	l.MaxPointerBytes = defaults.Positive(l.MaxPointerBytes, defaultMaxPointer)
 	return l
 }
 

@@ -224,6 +224,19 @@ func decodeStrict(dec *json.Decoder, depth int) (any, error) {
 	}
 }
 
+// writeSeq writes open, the n items separated by commas, then end: an object's members and an
+// array's elements alike.
+func writeSeq(buf *bytes.Buffer, open, end byte, n int, item func(i int)) {
+	buf.WriteByte(open)
+	for i := range n {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		item(i)
+	}
+	buf.WriteByte(end)
+}
+
 func encodeCanonical(buf *bytes.Buffer, v any) {
 	switch t := v.(type) {
 	case map[string]any:
@@ -232,25 +245,13 @@ func encodeCanonical(buf *bytes.Buffer, v any) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, k)
+		writeSeq(buf, '{', '}', len(keys), func(i int) {
+			writeString(buf, keys[i])
 			buf.WriteByte(':')
-			encodeCanonical(buf, t[k])
-		}
-		buf.WriteByte('}')
+			encodeCanonical(buf, t[keys[i]])
+		})
 	case []any:
-		buf.WriteByte('[')
-		for i, e := range t {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			encodeCanonical(buf, e)
-		}
-		buf.WriteByte(']')
+		writeSeq(buf, '[', ']', len(t), func(i int) { encodeCanonical(buf, t[i]) })
 	case string:
 		writeString(buf, t)
 	case json.Number:

@@ -9,17 +9,13 @@ import (
 
 	"github.com/millwright/millwright/pkg/builderflag"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
-	"github.com/millwright/millwright/services/policy/internal/store"
-	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 // One definition of "builder on": for every example, the Go rule (policy's resolve, billing's
 // decoder), the SQL function (the guard), and the flag the stream payload carries agree.
 func TestBuilderDefinitionAgrees(t *testing.T) {
-	pool := testdb.Pool(t)
 	ctx := context.Background()
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	_, pool := storeWithW(t)
 
 	for _, ex := range builderflag.Examples {
 		t.Run(ex.Settings, func(t *testing.T) {
@@ -63,10 +59,8 @@ func TestBuilderDefinitionAgrees(t *testing.T) {
 // could only mislead. {"builder_apps": true} used to pass the guard unpriced while billing
 // charged it.
 func TestBuilderLikeKeysRefusedOnWrite(t *testing.T) {
-	pool := testdb.Pool(t)
 	ctx := context.Background()
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	_, pool := storeWithW(t)
 
 	cases := map[string]string{
 		`{"builder_apps": true}`:             `key "builder_apps" is refused`,

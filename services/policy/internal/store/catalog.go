@@ -93,14 +93,8 @@ func (s *Store) RegisterRunnable(ctx context.Context, r Runnable) error {
 // RemoveRunnable removes a catalog item (a script with its versions).
 func (s *Store) RemoveRunnable(ctx context.Context, ws string, kind rulebook.Kind, path string) error {
 	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM catalog_item WHERE workspace_id = $1 AND kind = $2 AND path = $3`, ws, string(kind), path)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return rulebook.NotFound(string(kind), path)
-		}
-		return nil
+		return deleteOne(ctx, tx, string(kind), path,
+			`DELETE FROM catalog_item WHERE workspace_id = $1 AND kind = $2 AND path = $3`, ws, string(kind), path)
 	})
 }
 
@@ -144,11 +138,7 @@ func (s *Store) ReadablePaths(ctx context.Context, caller, workspace string, ref
 	if len(refs) == 0 {
 		return out, nil
 	}
-	kinds := make([]string, len(refs))
-	paths := make([]string, len(refs))
-	for i, r := range refs {
-		kinds[i], paths[i] = string(r.Kind), r.Path
-	}
+	kinds, paths := unzip(refs, func(r rulebook.Ref) (string, string) { return string(r.Kind), r.Path })
 	err := s.asCaller(ctx, workspace, caller, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT c.kind, c.path FROM catalog_item c
@@ -201,11 +191,7 @@ func (s *Store) PinnedVersions(ctx context.Context, workspace string, pins []rul
 	if len(pins) == 0 {
 		return out, nil
 	}
-	paths := make([]string, len(pins))
-	hashes := make([]string, len(pins))
-	for i, p := range pins {
-		paths[i], hashes[i] = p.Path, p.Hash
-	}
+	paths, hashes := unzip(pins, func(p rulebook.Pin) (string, string) { return p.Path, p.Hash })
 	rows, err := s.pool.Query(ctx, `
 		SELECT v.path, v.hash FROM script_version v
 		JOIN unnest($2::text[], $3::text[]) AS p(path, hash) ON v.path = p.path AND v.hash = p.hash
@@ -221,6 +207,15 @@ func (s *Store) PinnedVersions(ctx context.Context, workspace string, pins []rul
 		return nil, err
 	}
 	return out, nil
+}
+
+// unzip splits items into two parallel columns, the arguments of an unnest($n, $m) join.
+func unzip[T, A, B any](items []T, split func(T) (A, B)) ([]A, []B) {
+	as, bs := make([]A, len(items)), make([]B, len(items))
+	for i, it := range items {
+		as[i], bs[i] = split(it)
+	}
+	return as, bs
 }
 
 // errNoRows reports pgx.ErrNoRows.

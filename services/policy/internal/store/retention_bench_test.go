@@ -40,7 +40,7 @@ func BenchmarkRunPathPartitions(b *testing.B) {
 			require.NoError(b, err)
 			defer pool.Close()
 			s := store.New(pool)
-			require.NoError(b, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+			newWorkspace(b, s, "w", "W")
 			if tc.pastDays > 0 {
 				_, err = s.Maintain(ctx, time.Now().Add(-time.Duration(tc.pastDays)*day),
 					store.Retention{Runs: 30 * day, Tokens: day, PartitionDays: tc.width, Ahead: time.Duration(tc.pastDays) * day})
@@ -78,7 +78,7 @@ func BenchmarkRunPathPartitions(b *testing.B) {
 				for b.Loop() {
 					for i := range 50 {
 						var out []map[string]any
-						require.NoError(b, conn.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON) `+authenticateSQL,
+						require.NoError(b, conn.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON) `+store.AuthenticateSQL,
 							digests[i]).Scan(&out))
 						plan = append(plan, out[0]["Planning Time"].(float64))
 						exec = append(exec, out[0]["Execution Time"].(float64))
@@ -97,7 +97,7 @@ func BenchmarkRunPathPartitions(b *testing.B) {
 				conn, err := pool.Acquire(ctx)
 				require.NoError(b, err)
 				defer conn.Release()
-				_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan; PREPARE auth(bytea) AS `+authenticateSQL)
+				_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan; PREPARE auth(bytea) AS `+store.AuthenticateSQL)
 				require.NoError(b, err)
 				defer conn.Exec(ctx, `DEALLOCATE auth; RESET plan_cache_mode`) //nolint:errcheck
 				var plan, exec []float64
@@ -147,14 +147,3 @@ func median(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
 }
-
-// authenticateSQL is store.authenticate's statement (unexported there).
-const authenticateSQL = `
-		SELECT t.id, t.kind, t.workspace_id, coalesce(t.username, ''), coalesce(m.email, ''), t.scopes,
-		       coalesce(t.job_id::text, ''), t.expires_at,
-		       (t.kind = 'user' AND m.username IS NOT NULL AND NOT m.disabled)
-		       OR (t.kind = 'job' AND r.job_id IS NOT NULL AND r.finished_at IS NULL)
-		FROM token t
-		LEFT JOIN member m ON m.workspace_id = t.workspace_id AND m.username = t.username
-		LEFT JOIN run r ON r.job_id = t.job_id AND r.workspace_id = t.workspace_id
-		WHERE t.digest = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`

@@ -100,9 +100,7 @@ func partitionAt(t *testing.T, pool *pgxpool.Pool, parent string, at time.Time) 
 
 func TestRetentionDropsOnlyExpiredPartitions(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	s, pool := storeWithW(t)
 	now := time.Now()
 
 	// A replica 20 days ago created the partitions of its week; a run then and one 13 days ago
@@ -181,10 +179,7 @@ func TestRetentionDropsOnlyExpiredPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, res.Dropped, today)
 	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM run WHERE job_id = $1`, liveJob))
-	_, err = s.Authenticate(ctx, liveDigest)
-	require.ErrorIs(t, err, rulebook.ErrBadCredential)
-	_, err = s.RunByToken(ctx, liveDigest)
-	require.ErrorIs(t, err, rulebook.ErrBadCredential)
+	requireTokenRefused(t, s, liveDigest)
 	_, err = s.RecordRun(ctx, store.NewRun{Workspace: "w", JobID: newJobID(), Origin: rulebook.OriginJobToken,
 		CredentialDigest: liveDigest, TokenID: rulebook.NewTokenID(), TokenDigest: rulebook.Digest("x"), ExpiresAt: now.Add(day)})
 	require.ErrorIs(t, err, rulebook.ErrBadCredential)
@@ -194,26 +189,19 @@ func TestRetentionDropsOnlyExpiredPartitions(t *testing.T) {
 // partitions of a day are dropped one after the other).
 func TestTokenOfRemovedRunIsRefused(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	s, pool := storeWithW(t)
 	job, digest := liveRun(t, s, "w")
 	_, err := s.Authenticate(ctx, digest)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `DELETE FROM run WHERE job_id = $1`, job)
 	require.NoError(t, err)
-	_, err = s.Authenticate(ctx, digest)
-	require.ErrorIs(t, err, rulebook.ErrBadCredential)
-	_, err = s.RunByToken(ctx, digest)
-	require.ErrorIs(t, err, rulebook.ErrBadCredential)
+	requireTokenRefused(t, s, digest)
 }
 
 // A job id names one run across every retained partition, as the old primary key did.
 func TestRunJobIDUniqueAcrossPartitions(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	s, pool := storeWithW(t)
 	_, err := s.Maintain(ctx, time.Now().Add(-3*day), retention)
 	require.NoError(t, err)
 	job, _ := oldRun(t, pool, "w", time.Now().Add(-3*day))

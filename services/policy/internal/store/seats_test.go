@@ -16,19 +16,13 @@ import (
 // CreateWorkspace): any other write (an import, a hand-written INSERT or UPDATE) is refused by
 // the database itself, while writes that cannot add seats need no check.
 func TestMemberSeatsOnlyThroughTheCheckedPath(t *testing.T) {
-	pool := testdb.Pool(t)
-	s := store.New(pool)
 	ctx := context.Background()
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	for _, m := range []store.Member{
-		{Username: "dev", Role: rulebook.RoleDeveloper},
-		{Username: "op", Role: rulebook.RoleOperator},
-		{Username: "off", Role: rulebook.RoleDeveloper, Disabled: true},
-	} {
-		m.Workspace, m.Email = "w", m.Username+"@x"
-		_, err := s.UpsertMember(ctx, m, nil)
-		require.NoError(t, err)
-	}
+	s, pool := storeWithW(t)
+	addMembers(t, s,
+		store.Member{Username: "dev", Role: rulebook.RoleDeveloper},
+		store.Member{Username: "op", Role: rulebook.RoleOperator},
+		store.Member{Username: "off", Role: rulebook.RoleDeveloper, Disabled: true},
+	)
 
 	tests := []struct {
 		name    string

@@ -25,22 +25,18 @@ func fixture(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	s := store.New(testdb.Pool(t))
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	require.NoError(t, s.CreateWorkspace(ctx, "other", "Other", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	for _, m := range []store.Member{
-		{Username: "owner", Role: rulebook.RoleDeveloper},
-		{Username: "freader", Role: rulebook.RoleOperator},
-		{Username: "fwriter", Role: rulebook.RoleDeveloper},
-		{Username: "fowner", Role: rulebook.RoleDeveloper},
-		{Username: "grouped", Role: rulebook.RoleOperator},
-		{Username: "direct", Role: rulebook.RoleOperator},
-		{Username: "stranger", Role: rulebook.RoleDeveloper},
-		{Username: "disabled", Role: rulebook.RoleOperator, Disabled: true},
-	} {
-		m.Workspace, m.Email = "w", m.Username+"@x"
-		_, err := s.UpsertMember(ctx, m, nil)
-		require.NoError(t, err)
-	}
+	newWorkspace(t, s, "w", "W")
+	newWorkspace(t, s, "other", "Other")
+	addMembers(t, s,
+		store.Member{Username: "owner", Role: rulebook.RoleDeveloper},
+		store.Member{Username: "freader", Role: rulebook.RoleOperator},
+		store.Member{Username: "fwriter", Role: rulebook.RoleDeveloper},
+		store.Member{Username: "fowner", Role: rulebook.RoleDeveloper},
+		store.Member{Username: "grouped", Role: rulebook.RoleOperator},
+		store.Member{Username: "direct", Role: rulebook.RoleOperator},
+		store.Member{Username: "stranger", Role: rulebook.RoleDeveloper},
+		store.Member{Username: "disabled", Role: rulebook.RoleOperator, Disabled: true},
+	)
 	_, err := s.UpsertGroup(ctx, "w", "writers", []string{"fwriter"})
 	require.NoError(t, err)
 	_, err = s.UpsertGroup(ctx, "w", "analysts", []string{"grouped", "disabled"})
@@ -155,10 +151,8 @@ func TestHashBelongsToOnePath(t *testing.T) {
 // TestRLSFailsClosed reads the catalog as the reader role with no caller set: no rows, even
 // though the table has rows in this workspace.
 func TestRLSFailsClosed(t *testing.T) {
-	pool := testdb.Pool(t)
-	s := store.New(pool)
 	ctx := context.Background()
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	s, pool := storeWithW(t)
 	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/admin/f"}))
 	for name, setup := range map[string]string{
 		"nothing set":    ``,
@@ -186,11 +180,9 @@ func TestRLSFailsClosed(t *testing.T) {
 // any other write (an import, a hand-written UPDATE, an INSERT with builder on) is refused by
 // the database itself.
 func TestBuilderOnOnlyThroughTheCheckedPath(t *testing.T) {
-	pool := testdb.Pool(t)
-	s := store.New(pool)
 	ctx := context.Background()
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	require.NoError(t, s.CreateWorkspace(ctx, "v", "V", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	s, pool := storeWithW(t)
+	newWorkspace(t, s, "v", "V")
 
 	for name, sql := range map[string]string{
 		"raw update":              `UPDATE workspace_settings SET operator_settings = '{"builder": true}' WHERE workspace_id = 'w'`,

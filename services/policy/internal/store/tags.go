@@ -10,15 +10,8 @@ import (
 
 // SetWorkerTags replaces a workspace's tag rules.
 func (s *Store) SetWorkerTags(ctx context.Context, ws string, rules []rulebook.TagRule) error {
-	names := make([]string, len(rules))
-	priv := make([]bool, len(rules))
-	for i, r := range rules {
-		names[i], priv[i] = r.Name, r.Privileged
-	}
-	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, ws); err != nil {
-			return err
-		}
+	names, priv := unzip(rules, func(r rulebook.TagRule) (string, bool) { return r.Name, r.Privileged })
+	return s.inWorkspace(ctx, ws, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM worker_tag WHERE workspace_id = $1 AND NOT (tag = ANY ($2))`, ws, names); err != nil {
 			return err
 		}

@@ -89,11 +89,9 @@ type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func authenticate(ctx context.Context, q rowQuerier, digest []byte, lock bool) (TokenIdentity, error) {
-	var t TokenIdentity
-	var kind string
-	var live bool
-	sql := `
+// authenticateSQL reads a token by digest, and whether it is live: a user token's member
+// enabled, a job token's run not finished.
+const authenticateSQL = `
 		SELECT t.id, t.kind, t.workspace_id, coalesce(t.username, ''), coalesce(m.email, ''), t.scopes,
 		       coalesce(t.job_id::text, ''), t.expires_at,
 		       (t.kind = 'user' AND m.username IS NOT NULL AND NOT m.disabled)
@@ -102,6 +100,12 @@ func authenticate(ctx context.Context, q rowQuerier, digest []byte, lock bool) (
 		LEFT JOIN member m ON m.workspace_id = t.workspace_id AND m.username = t.username
 		LEFT JOIN run r ON r.job_id = t.job_id AND r.workspace_id = t.workspace_id
 		WHERE t.digest = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`
+
+func authenticate(ctx context.Context, q rowQuerier, digest []byte, lock bool) (TokenIdentity, error) {
+	var t TokenIdentity
+	var kind string
+	var live bool
+	sql := authenticateSQL
 	if lock {
 		// Taken inside RecordRun: a concurrent revoke or finish waits for us, or we see it.
 		sql += ` FOR SHARE OF t`

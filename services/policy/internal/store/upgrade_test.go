@@ -52,7 +52,7 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	newWorkspace(t, s, "w", "W")
 
 	// Rows as version 6 wrote them: a user token, a revoked one, a live run (recorded with the
 	// user token: viewer admin@x), a child of it, and a run finished 30 days ago.
@@ -150,9 +150,7 @@ func TestFreshDatabaseHasNoLegacyPartitions(t *testing.T) {
 // 00007's Down keeps every row in plain tables again, and its Up then runs on that database.
 func TestPartitioningMigrationDownAndUpAgain(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
+	s, pool := storeWithW(t)
 	_, digest := liveRun(t, s, "w")
 	liveRun(t, s, "w")
 	b, err := fs.ReadFile(migrations.FS, "00007_run_token_partitions.sql")

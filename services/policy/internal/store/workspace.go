@@ -54,10 +54,15 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws, name string, admin Memb
 	})
 }
 
-func countEnabledAdmins(ctx context.Context, tx pgx.Tx, ws string) (int, error) {
+// keepsAnAdmin is ErrLastAdmin when the workspace, as the transaction leaves it, has no
+// enabled admin.
+func keepsAnAdmin(ctx context.Context, tx pgx.Tx, ws string) error {
 	var n int
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM member WHERE workspace_id = $1 AND role = 'admin' AND NOT disabled`, ws).Scan(&n)
-	return n, err
+	if err == nil && n == 0 {
+		return rulebook.ErrLastAdmin
+	}
+	return err
 }
 
 // UpsertMember inserts or updates a member. Refused (ErrLastAdmin) when it would leave the
@@ -68,10 +73,7 @@ func countEnabledAdmins(ctx context.Context, tx pgx.Tx, ws string) (int, error) 
 // through checkSeats (the seat lock, then the stream head) and an error from it aborts the
 // write. Writes that cannot add seats (disabling, demoting, re-saving) never call it.
 func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx context.Context, head int64) error) (Member, error) {
-	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, m.Workspace); err != nil {
-			return err
-		}
+	err := s.inWorkspace(ctx, m.Workspace, func(tx pgx.Tx) error {
 		// Under the workspace lock no other writer changes this member before commit, so the
 		// row read here is the row the write replaces.
 		var adds bool
@@ -97,14 +99,7 @@ func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx conte
 		if err != nil {
 			return err
 		}
-		n, err := countEnabledAdmins(ctx, tx, m.Workspace)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return rulebook.ErrLastAdmin
-		}
-		return nil
+		return keepsAnAdmin(ctx, tx, m.Workspace)
 	})
 	return m, err
 }
@@ -113,21 +108,12 @@ func (s *Store) UpsertMember(ctx context.Context, m Member, check func(ctx conte
 // (so a later member of the same name inherits nothing), and revokes its tokens, all in one
 // transaction.
 func (s *Store) RemoveMember(ctx context.Context, ws, username string) error {
-	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, ws); err != nil {
+	return s.inWorkspace(ctx, ws, func(tx pgx.Tx) error {
+		if err := deleteOne(ctx, tx, "member", username, `DELETE FROM member WHERE workspace_id = $1 AND username = $2`, ws, username); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM member WHERE workspace_id = $1 AND username = $2`, ws, username)
-		if err != nil {
+		if err := keepsAnAdmin(ctx, tx, ws); err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return rulebook.NotFound("member", username)
-		}
-		if n, err := countEnabledAdmins(ctx, tx, ws); err != nil {
-			return err
-		} else if n == 0 {
-			return rulebook.ErrLastAdmin
 		}
 		if err := forgetPrincipal(ctx, tx, ws, "u/"+username); err != nil {
 			return err
@@ -138,10 +124,33 @@ func (s *Store) RemoveMember(ctx context.Context, ws, username string) error {
 		}
 		// kind = 'user' keeps the update on token_user (indexed by member), away from the
 		// daily job-token partitions.
-		_, err = tx.Exec(ctx, `UPDATE token SET revoked_at = now()
+		_, err := tx.Exec(ctx, `UPDATE token SET revoked_at = now()
 			WHERE kind = 'user' AND workspace_id = $1 AND username = $2 AND revoked_at IS NULL`, ws, username)
 		return err
 	})
+}
+
+// inWorkspace runs fn in a read-write transaction holding the workspace's lock
+// (lockWorkspace): every change to a workspace's members, groups, folders and tags.
+func (s *Store) inWorkspace(ctx context.Context, ws string, fn func(tx pgx.Tx) error) error {
+	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
+		if err := lockWorkspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// deleteOne runs a DELETE of the one row named name; NotFound(kind, name) when there was none.
+func deleteOne(ctx context.Context, tx pgx.Tx, kind, name, sql string, args ...any) error {
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return rulebook.NotFound(kind, name)
+	}
+	return nil
 }
 
 // forgetPrincipal removes a principal from every folder grant and catalog extra perm.
@@ -179,10 +188,7 @@ func missingPrincipal(ctx context.Context, tx pgx.Tx, ws string, list []string) 
 // UpsertGroup creates or replaces a group. Every member must exist.
 func (s *Store) UpsertGroup(ctx context.Context, ws, name string, members []string) ([]string, error) {
 	members = rulebook.Normalize(members)
-	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, ws); err != nil {
-			return err
-		}
+	err := s.inWorkspace(ctx, ws, func(tx pgx.Tx) error {
 		users := make([]string, len(members))
 		for i, m := range members {
 			users[i] = "u/" + m
@@ -202,16 +208,9 @@ func (s *Store) UpsertGroup(ctx context.Context, ws, name string, members []stri
 
 // DeleteGroup deletes a group and every grant naming it.
 func (s *Store) DeleteGroup(ctx context.Context, ws, name string) error {
-	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, ws); err != nil {
+	return s.inWorkspace(ctx, ws, func(tx pgx.Tx) error {
+		if err := deleteOne(ctx, tx, "group", name, `DELETE FROM workspace_group WHERE workspace_id = $1 AND name = $2`, ws, name); err != nil {
 			return err
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM workspace_group WHERE workspace_id = $1 AND name = $2`, ws, name)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return rulebook.NotFound("group", name)
 		}
 		return forgetPrincipal(ctx, tx, ws, "g/"+name)
 	})
@@ -220,10 +219,7 @@ func (s *Store) DeleteGroup(ctx context.Context, ws, name string) error {
 // UpsertFolder creates or replaces a folder's grants. Every principal must exist.
 func (s *Store) UpsertFolder(ctx context.Context, ws string, f rulebook.FolderGrants) (rulebook.FolderGrants, error) {
 	f.Owners, f.Readers, f.Writers = rulebook.Normalize(f.Owners), rulebook.Normalize(f.Readers), rulebook.Normalize(f.Writers)
-	err := s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, ws); err != nil {
-			return err
-		}
+	err := s.inWorkspace(ctx, ws, func(tx pgx.Tx) error {
 		all := append(append(append([]string{}, f.Owners...), f.Readers...), f.Writers...)
 		if p, err := missingPrincipal(ctx, tx, ws, all); err != nil {
 			return err
@@ -243,18 +239,8 @@ func (s *Store) UpsertFolder(ctx context.Context, ws string, f rulebook.FolderGr
 // DeleteFolder deletes a folder. Its items stay in the catalog, readable by admins and their
 // extra perms only.
 func (s *Store) DeleteFolder(ctx context.Context, ws, name string) error {
-	return s.inTx(ctx, readWrite, func(tx pgx.Tx) error {
-		if err := lockWorkspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM folder WHERE workspace_id = $1 AND name = $2`, ws, name)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return rulebook.NotFound("folder", name)
-		}
-		return nil
+	return s.inWorkspace(ctx, ws, func(tx pgx.Tx) error {
+		return deleteOne(ctx, tx, "folder", name, `DELETE FROM folder WHERE workspace_id = $1 AND name = $2`, ws, name)
 	})
 }
 
