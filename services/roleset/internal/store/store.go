@@ -129,20 +129,18 @@ func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
 
 // ListClusters reads every cluster by id.
 func (s *Store) ListClusters(ctx context.Context) ([]Cluster, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Cluster
-	for rows.Next() {
-		c, err := scanCluster(rows)
+	return collect(scanCluster)(s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster ORDER BY id`))
+}
+
+// collect turns a row scanner into the reader of a whole query's rows (nil when there are
+// none), so the store's list reads share one loop: collect(scanX)(pool.Query(...)).
+func collect[T any](scan func(pgx.Row) (T, error)) func(pgx.Rows, error) ([]T, error) {
+	return func(rows pgx.Rows, err error) ([]T, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		return pgx.AppendRows([]T(nil), rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
 	}
-	return out, rows.Err()
 }
 
 // ---- roles ----
@@ -158,21 +156,7 @@ func scanRole(row pgx.Row) (Role, error) {
 	return r, err
 }
 
-func collectRoles(rows pgx.Rows, err error) ([]Role, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Role
-	for rows.Next() {
-		r, err := scanRole(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
+var collectRoles = collect(scanRole)
 
 // querier is the pool, or the one connection a RoleCreation holds its lock on.
 type querier interface {
@@ -524,20 +508,7 @@ WHERE instance_id = $1 AND last_used_at < $2 ORDER BY last_used_at, login LIMIT 
 }
 
 func (s *Store) roleSets(ctx context.Context, q string, args ...any) ([]RoleSet, error) {
-	rows, err := s.Pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []RoleSet
-	for rows.Next() {
-		r, err := scanRoleSet(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(scanRoleSet)(s.Pool.Query(ctx, q, args...))
 }
 
 // Retiring is a retire-journal entry.
