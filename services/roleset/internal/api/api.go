@@ -369,6 +369,17 @@ func parseRef(req refRequest) (datatableref.Ref, error) {
 	return ref, nil
 }
 
+// jobRequest is the start of the two public RPCs: the caller's job token (the engine, not this
+// layer, authenticates it) and the data table reference it asks about.
+func jobRequest(ctx context.Context, req refRequest) (string, datatableref.Ref, error) {
+	token, err := auth.BearerToken(ctx)
+	if err != nil {
+		return "", datatableref.Ref{}, err
+	}
+	ref, err := parseRef(req)
+	return token, ref, err
+}
+
 func kindToProto(k engine.Kind) rolesetv1.ConnectionKind {
 	switch k {
 	case engine.KindAdmin:
@@ -383,11 +394,7 @@ func kindToProto(k engine.Kind) rolesetv1.ConnectionKind {
 
 // ResolveConnection implements ConnectionService.
 func (h *Server) ResolveConnection(ctx context.Context, req *rolesetv1.ResolveConnectionRequest) (*rolesetv1.ResolveConnectionResponse, error) {
-	token, err := auth.BearerToken(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := parseRef(req)
+	token, ref, err := jobRequest(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -410,11 +417,7 @@ func traceToProto(t tenancy.Trace) []*rolesetv1.TraceEntry {
 
 // ExplainConnection implements ConnectionService.
 func (h *Server) ExplainConnection(ctx context.Context, req *rolesetv1.ExplainConnectionRequest) (*rolesetv1.ExplainConnectionResponse, error) {
-	token, err := auth.BearerToken(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := parseRef(req)
+	token, ref, err := jobRequest(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -113,13 +113,18 @@ RETURNING created_at, updated_at`,
 
 const clusterCols = `id, host, port, maintenance_db, admin_user, admin_password_enc, created_at, updated_at`
 
+// notFound is a single-row read's error: ErrNotFound for no row, anything else as it is.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
 func scanCluster(row pgx.Row) (Cluster, error) {
 	var c Cluster
 	err := row.Scan(&c.ID, &c.Host, &c.Port, &c.MaintenanceDB, &c.AdminUser, &c.AdminPasswordEnc, &c.CreatedAt, &c.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
+	return c, notFound(err)
 }
 
 // GetCluster reads one cluster.
@@ -150,10 +155,7 @@ const roleCols = `id, cluster_id, name, enabled, state, coalesce(oid, 0), passwo
 func scanRole(row pgx.Row) (Role, error) {
 	var r Role
 	err := row.Scan(&r.ID, &r.ClusterID, &r.Name, &r.Enabled, &r.State, &r.OID, &r.PasswordEnc, &r.CreatedAt, &r.InstanceID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	return r, err
+	return r, notFound(err)
 }
 
 var collectRoles = collect(scanRole)
@@ -454,10 +456,7 @@ const roleSetCols = `cluster_id, login, instance_id, role_ids, oids, password_en
 func scanRoleSet(row pgx.Row) (RoleSet, error) {
 	var r RoleSet
 	err := row.Scan(&r.ClusterID, &r.Login, &r.InstanceID, &r.RoleIDs, &r.OIDs, &r.PasswordEnc, &r.CreatedAt, &r.LastUsedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	return r, err
+	return r, notFound(err)
 }
 
 // RoleSet reads a login's row.
