@@ -382,11 +382,11 @@ func (e *env) start(opts ...func(*engine.Config)) *replica {
 	return r
 }
 
-func adminCtx() context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+adminToken)
-}
+func adminCtx() context.Context { return bearerCtx(adminToken) }
 
-func jobCtx(token string) context.Context {
+// bearerCtx sends token as the bearer, as it is: an empty one too (servicetest.Bearer sends
+// none), so a test can see what roleset does with "Bearer ".
+func bearerCtx(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 

@@ -129,19 +129,19 @@ func TestWarmPathNoDatabase(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &rolesetv1.ResolveConnectionRequest{Reference: tc.ref}
 			counter.Take()
-			first, err := conns.ResolveConnection(jobCtx(tc.token), req)
+			first, err := conns.ResolveConnection(bearerCtx(tc.token), req)
 			require.NoError(t, err)
 			require.Equal(t, tc.kind, first.GetKind())
 			require.NotEmpty(t, counter.Take(), "the cold path reads the catalog through the counted pool")
 			// The fake policy's setup events (members) arrive asynchronously and drop caches:
 			// settle until one resolve is served warm before measuring.
 			require.Eventually(t, func() bool {
-				_, err := conns.ResolveConnection(jobCtx(tc.token), req)
+				_, err := conns.ResolveConnection(bearerCtx(tc.token), req)
 				return err == nil && len(counter.Take()) == 0
 			}, 10*time.Second, 20*time.Millisecond, "the cache never settled")
 			calls := f.policy.Calls()
 			for range warm {
-				c, err := conns.ResolveConnection(jobCtx(tc.token), req)
+				c, err := conns.ResolveConnection(bearerCtx(tc.token), req)
 				require.NoError(t, err)
 				require.Equal(t, first.GetUser(), c.GetUser())
 				require.Equal(t, first.GetPassword(), c.GetPassword())
