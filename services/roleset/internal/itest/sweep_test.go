@@ -136,8 +136,7 @@ func TestSweepOwnInstanceOnly(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	a := f.r
-	otherInstance := "other-" + randHex(4)
-	b := f.start(func(c *engine.Config) { c.InstanceID = otherInstance })
+	b, otherInstance := f.startOther()
 	f.policy.setMember(member{Email: "gina@x", Username: "gina", Groups: []string{"emea", "amer"}})
 	f.policy.setMember(member{Email: "hal@x", Username: "hal", Groups: []string{"apac", "amer"}})
 
