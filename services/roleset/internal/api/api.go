@@ -170,11 +170,16 @@ func (h *Server) ListClusters(ctx context.Context, _ *rolesetv1.ListClustersRequ
 	if err != nil {
 		return nil, err
 	}
-	resp := &rolesetv1.ListClustersResponse{}
-	for _, c := range cs {
-		resp.Clusters = append(resp.Clusters, clusterToProto(c))
+	return &rolesetv1.ListClustersResponse{Clusters: toProto(cs, clusterToProto)}, nil
+}
+
+// toProto converts each element of a list answer (nil for none, the repeated field's zero).
+func toProto[T, P any](xs []T, conv func(T) P) []P {
+	var out []P
+	for _, x := range xs {
+		out = append(out, conv(x))
 	}
-	return resp, nil
+	return out
 }
 
 // ---- roles ----
@@ -257,11 +262,7 @@ func (h *Server) ListRoles(ctx context.Context, req *rolesetv1.ListRolesRequest)
 	if err != nil {
 		return nil, err
 	}
-	resp := &rolesetv1.ListRolesResponse{}
-	for _, r := range rs {
-		resp.Roles = append(resp.Roles, roleToProto(r))
-	}
-	return resp, nil
+	return &rolesetv1.ListRolesResponse{Roles: toProto(rs, roleToProto)}, nil
 }
 
 // Sweep implements RoleService.

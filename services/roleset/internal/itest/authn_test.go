@@ -136,14 +136,9 @@ func TestTokensThroughPolicy(t *testing.T) {
 						return err
 					},
 					"Watch": func() error {
-						ctx, cancel := context.WithTimeout(servicetest.Bearer(tc.Token), 5*time.Second)
-						defer cancel()
-						s, err := events.Watch(ctx, &rolesetv1.WatchRequest{})
-						if err != nil {
-							return err
-						}
-						_, err = s.Recv() // the refusal, or the first heartbeat
-						return err
+						return servicetest.WatchAnswer(tc.Token, func(ctx context.Context) (rolesetv1.EventService_WatchClient, error) {
+							return events.Watch(ctx, &rolesetv1.WatchRequest{})
+						})
 					},
 				}
 				for name, call := range calls {
