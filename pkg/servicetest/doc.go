@@ -3,5 +3,6 @@
 // packages are internal to its module, so other services run it as a process, as in
 // production), the accounts they test tokens with (Accounts: a workspace, user tokens, a job
 // token, the token table and the revocation subtests every service must pass), and small
-// helpers: free loopback addresses, bearer metadata, a sample read from /metrics and job ids.
+// helpers: free loopback addresses, bearer metadata, a sample read from /metrics, job ids, and
+// every handler of a service called directly (Handlers) for the authorization tests.
 package servicetest

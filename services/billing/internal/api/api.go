@@ -70,14 +70,25 @@ func Allow(ctx context.Context, kinds ...auth.Kind) error {
 // Readers may read usage and reports and price changes: the superadmin and the service token.
 var Readers = []auth.Kind{auth.Superadmin, auth.Service}
 
+// allowed is the shape of billing's store-backed RPCs: the caller's kind first (Allow, its
+// refusal as is), then the store call, whose error errs rewrites.
+func allowed[T any](ctx context.Context, kinds []auth.Kind, call func() (T, error)) (T, error) {
+	if err := Allow(ctx, kinds...); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := call()
+	if err != nil {
+		return v, errs.RewriteError(ctx, err)
+	}
+	return v, nil
+}
+
 // GetSeatUsage implements billingv1.BillingServiceServer.
 func (s *Server) GetSeatUsage(ctx context.Context, _ *billingv1.GetSeatUsageRequest) (*billingv1.GetSeatUsageResponse, error) {
-	if err := Allow(ctx, Readers...); err != nil {
-		return nil, err
-	}
-	cur, err := s.store.Usage(ctx)
+	cur, err := allowed(ctx, Readers, func() (store.Current, error) { return s.store.Usage(ctx) })
 	if err != nil {
-		return nil, errs.RewriteError(ctx, err)
+		return nil, err
 	}
 	return &billingv1.GetSeatUsageResponse{
 		Usage: usagePB(cur.Usage), Weights: weightsPB(s.store.Weights()),
@@ -87,12 +98,9 @@ func (s *Server) GetSeatUsage(ctx context.Context, _ *billingv1.GetSeatUsageRequ
 
 // SetSeatCap implements billingv1.BillingServiceServer.
 func (s *Server) SetSeatCap(ctx context.Context, req *billingv1.SetSeatCapRequest) (*billingv1.SetSeatCapResponse, error) {
-	if err := Allow(ctx, auth.Superadmin); err != nil {
-		return nil, err
-	}
-	c, err := s.store.SetCap(ctx, req.GetSeats())
+	c, err := allowed(ctx, []auth.Kind{auth.Superadmin}, func() (int64, error) { return s.store.SetCap(ctx, req.GetSeats()) })
 	if err != nil {
-		return nil, errs.RewriteError(ctx, err)
+		return nil, err
 	}
 	return &billingv1.SetSeatCapResponse{CapSeats: c}, nil
 }
@@ -169,29 +177,23 @@ func behind(pos int64) error {
 
 // ReportUsage implements billingv1.BillingServiceServer.
 func (s *Server) ReportUsage(ctx context.Context, _ *billingv1.ReportUsageRequest) (*billingv1.ReportUsageResponse, error) {
-	if err := Allow(ctx, Readers...); err != nil {
-		return nil, err
-	}
-	r, err := s.store.WriteReport(ctx)
+	r, err := allowed(ctx, Readers, func() (store.Report, error) { return s.store.WriteReport(ctx) })
 	if err != nil {
-		return nil, errs.RewriteError(ctx, err)
+		return nil, err
 	}
 	return &billingv1.ReportUsageResponse{Report: reportPB(r)}, nil
 }
 
 // ListUsageReports implements billingv1.BillingServiceServer.
 func (s *Server) ListUsageReports(ctx context.Context, req *billingv1.ListUsageReportsRequest) (*billingv1.ListUsageReportsResponse, error) {
-	if err := Allow(ctx, Readers...); err != nil {
-		return nil, err
-	}
 	size := int(req.GetPageSize())
 	if size == 0 {
 		size = defaultPageSize
 	}
 	before, _ := decodePageToken(req.GetPageToken()) // validated
-	rs, err := s.store.ListReports(ctx, before, size+1)
+	rs, err := allowed(ctx, Readers, func() ([]store.Report, error) { return s.store.ListReports(ctx, before, size+1) })
 	if err != nil {
-		return nil, errs.RewriteError(ctx, err)
+		return nil, err
 	}
 	resp := &billingv1.ListUsageReportsResponse{}
 	if len(rs) > size {

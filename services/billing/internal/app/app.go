@@ -131,7 +131,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	// billing RPC refuses user and job tokens (api.Allow); they authenticate so the refusal is
 	// a PermissionDenied naming the rule, and a revoked token an Unauthenticated.
 	tokens := policyclient.New(policy, policyclient.Options{Logger: logger})
-	expected, err := migrate.Expected(migrations.FS)
+	schema, err := migrate.SchemaCheck(pool, migrations.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -141,15 +141,12 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_projection_lag_events",
 		Help: "Events of policy's stream seen at its head but not yet applied to billing's projection."},
 		func() float64 { head, applied := consumer.Lag(); return float64(max(head-applied, 0)) }))
-	reg.MustRegister(server.CacheCollectors("tokens", tokens.Stats)...)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_token_cache_entries",
-		Help: "Policy-issued tokens (user, job) whose identity this process has cached."},
-		func() float64 { return float64(tokens.Len()) }))
+	reg.MustRegister(tokens.Collectors("billing")...)
 	return func(ctx context.Context) error {
 		return server.Run(ctx, cfg.Config, server.Options{
 			Registry:      reg,
 			Pool:          pool,
-			SchemaVersion: migrate.VersionCheck(pool, expected),
+			SchemaVersion: schema,
 			Authenticator: auth.Chain{
 				cfg.StaticTokens(),
 				tokens,

@@ -84,14 +84,9 @@ func TestTokensThroughPolicy(t *testing.T) {
 			return err
 		},
 		"Watch": func(token string) error {
-			wctx, cancel := context.WithTimeout(servicetest.Bearer(token), 5*time.Second)
-			defer cancel()
-			s, err := events.Watch(wctx, &billingv1.WatchRequest{})
-			if err != nil {
-				return err
-			}
-			_, err = s.Recv() // the refusal, or the first heartbeat
-			return err
+			return servicetest.WatchAnswer(token, func(ctx context.Context) (billingv1.EventService_WatchClient, error) {
+				return events.Watch(ctx, &billingv1.WatchRequest{})
+			})
 		},
 	}
 	require.Eventually(t, func() bool {

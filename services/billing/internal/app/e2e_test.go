@@ -219,19 +219,29 @@ func TestPolicyRefusesBuilderOverCap(t *testing.T) {
 			results <- err
 		}()
 	}
-	var allowed, refused int
+	requireOneFits(t, results, nil, "exactly one of two concurrent builder-on changes fits under the cap")
+}
+
+// requireOneFits reads the answers of two concurrent priced changes: exactly one is allowed,
+// the other refused with FailedPrecondition (and checked by refused, if not nil).
+func requireOneFits(t *testing.T, results <-chan error, refused func(error), msg string) {
+	t.Helper()
+	var nAllowed, nRefused int
 	for range 2 {
 		switch err := <-results; status.Code(err) {
 		case codes.OK:
-			allowed++
+			nAllowed++
 		case codes.FailedPrecondition:
-			refused++
+			if refused != nil {
+				refused(err)
+			}
+			nRefused++
 		default:
 			t.Fatalf("unexpected answer: %v", err)
 		}
 	}
-	require.Equal(t, 1, allowed, "exactly one of two concurrent builder-on changes fits under the cap")
-	require.Equal(t, 1, refused)
+	require.Equal(t, 1, nAllowed, msg)
+	require.Equal(t, 1, nRefused)
 }
 
 // TestPolicyRefusesMemberOverCap: member writes that may add seats (a new developer or
@@ -323,20 +333,8 @@ func TestPolicyRefusesMemberOverCap(t *testing.T) {
 		for _, w := range []string{"acme", "lab"} { // two workspaces: only the seat lock orders them
 			go func() { results <- upsert(w, "c-"+w, "c-"+w+"@acme.test", dev, false) }()
 		}
-		var allowed, refused int
-		for range 2 {
-			switch err := <-results; status.Code(err) {
-			case codes.OK:
-				allowed++
-			case codes.FailedPrecondition:
-				requireSeatCapExceeded(t, err, "5", "6", "5")
-				refused++
-			default:
-				t.Fatalf("unexpected answer: %v", err)
-			}
-		}
-		require.Equal(t, 1, allowed, "exactly one of two concurrent adds fits under the cap")
-		require.Equal(t, 1, refused)
+		requireOneFits(t, results, func(err error) { requireSeatCapExceeded(t, err, "5", "6", "5") },
+			"exactly one of two concurrent adds fits under the cap")
 		pp.seatsAre(t, "5")
 		var added int
 		for _, m := range policyState().GetMembers() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -45,23 +46,17 @@ type member struct {
 }
 
 func upstreamMembers(t *testing.T, u *billingtest.Upstream) []member {
-	rows, err := u.Pool.Query(context.Background(), `SELECT workspace_id, username, email, role, disabled FROM member`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []member
-	for rows.Next() {
-		var m member
-		require.NoError(t, rows.Scan(&m.ws, &m.user, &m.email, &m.role, &m.disabled))
-		out = append(out, m)
-	}
-	require.NoError(t, rows.Err())
-	sort.Slice(out, func(i, j int) bool { return out[i].ws+"/"+out[i].user < out[j].ws+"/"+out[j].user })
-	return out
+	return members(t, u.Pool, `SELECT workspace_id, username, email, role, disabled FROM member`)
 }
 
 func billingMembers(t *testing.T, dsn string) []member {
-	p := billingtest.Pool(t, dsn)
-	rows, err := p.Query(context.Background(), `SELECT workspace, username, email, role, disabled FROM member`)
+	return members(t, billingtest.Pool(t, dsn), `SELECT workspace, username, email, role, disabled FROM member`)
+}
+
+// members reads q's (workspace, username, email, role, disabled) rows in workspace/user order:
+// upstream's and billing's member tables compare equal when the projection is caught up.
+func members(t *testing.T, p *pgxpool.Pool, q string) []member {
+	rows, err := p.Query(context.Background(), q)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []member

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,13 +40,8 @@ func BenchmarkExplain(b *testing.B) {
 		for range 2 { // the second run is warm
 			rows, err := p.Query(ctx, `EXPLAIN (ANALYZE, TIMING OFF, BUFFERS) `+q)
 			require.NoError(b, err)
-			var out []string
-			for rows.Next() {
-				var line string
-				require.NoError(b, rows.Scan(&line))
-				out = append(out, line)
-			}
-			require.NoError(b, rows.Err())
+			out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(b, err)
 			fmt.Fprintln(os.Stderr, q+"\n"+strings.Join(out, "\n"))
 			start := time.Now()
 			_, err = p.Exec(ctx, q)

@@ -150,16 +150,7 @@ func (s *Store) ListReports(ctx context.Context, beforeID int64, limit int) ([]R
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Report
-	for rows.Next() {
-		r, err := scanReport(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return pgx.AppendRows([]Report(nil), rows, func(row pgx.CollectableRow) (Report, error) { return scanReport(row) })
 }
 
 // retry runs f again on a serialization failure or deadlock, a bounded number of times with

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/pkg/pgtest"
@@ -246,14 +247,8 @@ func TestSeatCountersMatchRecount(t *testing.T) {
 	read := func(q string) []counts {
 		rows, err := p.Query(ctx, q)
 		require.NoError(t, err)
-		defer rows.Close()
-		var out []counts
-		for rows.Next() {
-			var c counts
-			require.NoError(t, rows.Scan(&c.Email, &c.Memberships, &c.Authorships))
-			out = append(out, c)
-		}
-		require.NoError(t, rows.Err())
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[counts])
+		require.NoError(t, err)
 		return out
 	}
 	const maintained = `SELECT email, memberships, authorships FROM seat_person ORDER BY email`

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
@@ -119,37 +119,13 @@ func TestConcurrentRecordAndFinishEachGetTheirOwnAnswer(t *testing.T) {
 	require.ErrorIs(t, err, rulebook.ErrBadCredential)
 }
 
-// countingTracer counts the statements a pool sends (BEGIN and COMMIT included: pgx sends them
-// as statements of their own).
-type countingTracer struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sql = append(c.sql, d.SQL)
-	return ctx
-}
-
-func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *countingTracer) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.sql
-	c.sql = nil
-	return out
-}
-
 // RecordRun and FinishRun are one round trip each (was 6 for RecordRun: BEGIN, workspace,
 // credential, run, token, COMMIT): what a job costs policy's database besides its commits.
 func TestRecordAndFinishAreOneStatementEach(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(testdb.DSN(t))
 	require.NoError(t, err)
-	tr := &countingTracer{}
+	tr := &pgtest.Statements{}
 	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -160,7 +136,7 @@ func TestRecordAndFinishAreOneStatementEach(t *testing.T) {
 	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: rulebook.NewTokenID(), Digest: user, Workspace: "w",
 		Username: "admin", ExpiresAt: time.Now().Add(time.Hour)}))
 	parent, parentDigest := liveRun(t, s, "w")
-	tr.take()
+	tr.Take()
 
 	for _, n := range []store.NewRun{
 		{Origin: rulebook.OriginDirect, CredentialDigest: user, PermissionedAs: "u/admin"},
@@ -171,12 +147,12 @@ func TestRecordAndFinishAreOneStatementEach(t *testing.T) {
 		n.Workspace, n.JobID, n.TokenID, n.TokenDigest, n.ExpiresAt = "w", newJobID(), rulebook.NewTokenID(), d, time.Now().Add(time.Hour)
 		run, err := s.RecordRun(ctx, n)
 		require.NoError(t, err)
-		require.Len(t, tr.take(), 1, "RecordRun (%s) is one statement", n.Origin)
+		require.Len(t, tr.Take(), 1, "RecordRun (%s) is one statement", n.Origin)
 		if n.Origin == rulebook.OriginJobToken {
 			require.Equal(t, parent, run.ParentJobID)
 		}
 		require.NoError(t, s.FinishRun(ctx, "w", n.JobID))
-		require.Len(t, tr.take(), 1, "FinishRun is one statement")
+		require.Len(t, tr.Take(), 1, "FinishRun is one statement")
 	}
 }
 

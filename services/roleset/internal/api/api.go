@@ -72,6 +72,17 @@ func requireAdmin(ctx context.Context) error {
 		map[string]string{"kind": id.Kind.String(), "allowed": "superadmin,service"})
 }
 
+// asAdmin is the shape of every admin RPC: the superadmin or service token only (requireAdmin,
+// its refusal as is), then the engine call, whose error mapError turns into a status.
+func asAdmin[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	if err := requireAdmin(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := call()
+	return v, mapError(ctx, err)
+}
+
 // mapError turns core and store errors into statuses; anything else is rewritten by errs. Each
 // core Code is mapped deliberately (TestEveryCoreCodeIsMapped): a Code this switch does not
 // name is an internal error, never a refusal that reads like a decision.
@@ -143,31 +154,32 @@ func clusterToProto(c store.Cluster) *rolesetv1.Cluster {
 
 // UpsertCluster implements ClusterService.
 func (h *Server) UpsertCluster(ctx context.Context, req *rolesetv1.UpsertClusterRequest) (*rolesetv1.UpsertClusterResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	c, err := h.Engine.UpsertCluster(ctx, engine.ClusterSpec{ID: req.GetClusterId(), Host: req.GetHost(), Port: int(req.GetPort()),
-		MaintenanceDB: req.GetMaintenanceDatabase(), AdminUser: req.GetAdminUser(), AdminPassword: req.GetAdminPassword()})
+	c, err := asAdmin(ctx, func() (store.Cluster, error) {
+		return h.Engine.UpsertCluster(ctx, engine.ClusterSpec{ID: req.GetClusterId(), Host: req.GetHost(), Port: int(req.GetPort()),
+			MaintenanceDB: req.GetMaintenanceDatabase(), AdminUser: req.GetAdminUser(), AdminPassword: req.GetAdminPassword()})
+	})
 	if err != nil {
-		return nil, mapError(ctx, err)
+		return nil, err
 	}
 	return &rolesetv1.UpsertClusterResponse{Cluster: clusterToProto(c)}, nil
 }
 
 // ListClusters implements ClusterService.
 func (h *Server) ListClusters(ctx context.Context, _ *rolesetv1.ListClustersRequest) (*rolesetv1.ListClustersResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
+	cs, err := asAdmin(ctx, func() ([]store.Cluster, error) { return h.Engine.ListClusters(ctx) })
+	if err != nil {
 		return nil, err
 	}
-	cs, err := h.Engine.ListClusters(ctx)
-	if err != nil {
-		return nil, mapError(ctx, err)
+	return &rolesetv1.ListClustersResponse{Clusters: toProto(cs, clusterToProto)}, nil
+}
+
+// toProto converts each element of a list answer (nil for none, the repeated field's zero).
+func toProto[T, P any](xs []T, conv func(T) P) []P {
+	var out []P
+	for _, x := range xs {
+		out = append(out, conv(x))
 	}
-	resp := &rolesetv1.ListClustersResponse{}
-	for _, c := range cs {
-		resp.Clusters = append(resp.Clusters, clusterToProto(c))
-	}
-	return resp, nil
+	return out
 }
 
 // ---- roles ----
@@ -187,50 +199,54 @@ func parseRoleID(s string) (int64, error) {
 
 // CreateRole implements RoleService.
 func (h *Server) CreateRole(ctx context.Context, req *rolesetv1.CreateRoleRequest) (*rolesetv1.CreateRoleResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	r, err := h.Engine.CreateRole(ctx, req.GetClusterId(), req.GetName())
+	r, err := asAdmin(ctx, func() (store.Role, error) { return h.Engine.CreateRole(ctx, req.GetClusterId(), req.GetName()) })
 	if err != nil {
-		return nil, mapError(ctx, err)
+		return nil, err
 	}
 	return &rolesetv1.CreateRoleResponse{Role: roleToProto(r)}, nil
 }
 
+// adminRole starts every RPC on one existing role: the superadmin only, then its role id.
+func adminRole(ctx context.Context, roleID string) (int64, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return 0, err
+	}
+	return parseRoleID(roleID)
+}
+
 // UpdateRole implements RoleService.
 func (h *Server) UpdateRole(ctx context.Context, req *rolesetv1.UpdateRoleRequest) (*rolesetv1.UpdateRoleResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	id, err := parseRoleID(req.GetRoleId())
+	id, err := adminRole(ctx, req.GetRoleId())
 	if err != nil {
 		return nil, err
 	}
-	var r store.Role
-	if req.Name != nil {
-		if r, err = h.Engine.RenameRole(ctx, id, req.GetName()); err != nil {
-			return nil, mapError(ctx, err)
-		}
-	}
-	if req.Enabled != nil {
-		if r, err = h.Engine.SetRoleEnabled(ctx, id, req.GetEnabled()); err != nil {
-			return nil, mapError(ctx, err)
-		}
-	}
-	if req.Name == nil && req.Enabled == nil {
-		if r, err = h.Engine.Role(ctx, id); err != nil {
-			return nil, mapError(ctx, err)
-		}
+	r, err := h.updateRole(ctx, id, req)
+	if err != nil {
+		return nil, mapError(ctx, err)
 	}
 	return &rolesetv1.UpdateRoleResponse{Role: roleToProto(r)}, nil
 }
 
+// updateRole applies the fields the request sets (a rename first), or reads the role when it
+// sets none.
+func (h *Server) updateRole(ctx context.Context, id int64, req *rolesetv1.UpdateRoleRequest) (r store.Role, err error) {
+	if req.Name == nil && req.Enabled == nil {
+		return h.Engine.Role(ctx, id)
+	}
+	if req.Name != nil {
+		if r, err = h.Engine.RenameRole(ctx, id, req.GetName()); err != nil {
+			return r, err
+		}
+	}
+	if req.Enabled != nil {
+		r, err = h.Engine.SetRoleEnabled(ctx, id, req.GetEnabled())
+	}
+	return r, err
+}
+
 // DeleteRole implements RoleService.
 func (h *Server) DeleteRole(ctx context.Context, req *rolesetv1.DeleteRoleRequest) (*rolesetv1.DeleteRoleResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	id, err := parseRoleID(req.GetRoleId())
+	id, err := adminRole(ctx, req.GetRoleId())
 	if err != nil {
 		return nil, err
 	}
@@ -242,28 +258,18 @@ func (h *Server) DeleteRole(ctx context.Context, req *rolesetv1.DeleteRoleReques
 
 // ListRoles implements RoleService.
 func (h *Server) ListRoles(ctx context.Context, req *rolesetv1.ListRolesRequest) (*rolesetv1.ListRolesResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
+	rs, err := asAdmin(ctx, func() ([]store.Role, error) { return h.Engine.ListRoles(ctx, req.GetClusterId()) })
+	if err != nil {
 		return nil, err
 	}
-	rs, err := h.Engine.ListRoles(ctx, req.GetClusterId())
-	if err != nil {
-		return nil, mapError(ctx, err)
-	}
-	resp := &rolesetv1.ListRolesResponse{}
-	for _, r := range rs {
-		resp.Roles = append(resp.Roles, roleToProto(r))
-	}
-	return resp, nil
+	return &rolesetv1.ListRolesResponse{Roles: toProto(rs, roleToProto)}, nil
 }
 
 // Sweep implements RoleService.
 func (h *Server) Sweep(ctx context.Context, _ *rolesetv1.SweepRequest) (*rolesetv1.SweepResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	res, err := h.Engine.Sweep(ctx)
+	res, err := asAdmin(ctx, func() (engine.SweepResult, error) { return h.Engine.Sweep(ctx) })
 	if err != nil {
-		return nil, mapError(ctx, err)
+		return nil, err
 	}
 	return &rolesetv1.SweepResponse{Dropped: res.Dropped, Resumed: res.Resumed}, nil
 }
@@ -282,14 +288,13 @@ func checkDefaultRole(v string) error {
 
 // UpsertDatatable implements DatatableService.
 func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatatableRequest) (*rolesetv1.UpsertDatatableResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	d, err := h.Engine.UpsertDatatable(ctx, engine.DatatableSpec{Workspace: req.GetWorkspace(), Name: req.GetName(),
-		ClusterID: req.GetClusterId(), Database: req.GetDatabase(), AdminUser: req.GetAdminUser(),
-		AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole()})
+	d, err := asAdmin(ctx, func() (store.Datatable, error) {
+		return h.Engine.UpsertDatatable(ctx, engine.DatatableSpec{Workspace: req.GetWorkspace(), Name: req.GetName(),
+			ClusterID: req.GetClusterId(), Database: req.GetDatabase(), AdminUser: req.GetAdminUser(),
+			AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole()})
+	})
 	if err != nil {
-		return nil, mapError(ctx, err)
+		return nil, err
 	}
 	return &rolesetv1.UpsertDatatableResponse{Datatable: &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name,
 		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole}}, nil
@@ -305,28 +310,24 @@ func rolesToProto(m map[string][]string) map[string]*rolesetv1.Tenants {
 
 // SetPermissions implements DatatableService.
 func (h *Server) SetPermissions(ctx context.Context, req *rolesetv1.SetPermissionsRequest) (*rolesetv1.SetPermissionsResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	roles := make(map[string][]string, len(req.GetRoles()))
 	for k, v := range req.GetRoles() {
 		roles[k] = v.GetTenants()
 	}
-	d, err := h.Engine.SetPermissions(ctx, req.GetWorkspace(), req.GetName(), req.GetDefaultRole(), roles)
+	d, err := asAdmin(ctx, func() (store.Datatable, error) {
+		return h.Engine.SetPermissions(ctx, req.GetWorkspace(), req.GetName(), req.GetDefaultRole(), roles)
+	})
 	if err != nil {
-		return nil, mapError(ctx, err)
+		return nil, err
 	}
 	return &rolesetv1.SetPermissionsResponse{DefaultRole: d.DefaultRole, Roles: rolesToProto(d.Roles)}, nil
 }
 
 // GetPermissions implements DatatableService.
 func (h *Server) GetPermissions(ctx context.Context, req *rolesetv1.GetPermissionsRequest) (*rolesetv1.GetPermissionsResponse, error) {
-	if err := requireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	d, err := h.Engine.Datatable(ctx, req.GetWorkspace(), req.GetName())
+	d, err := asAdmin(ctx, func() (store.Datatable, error) { return h.Engine.Datatable(ctx, req.GetWorkspace(), req.GetName()) })
 	if err != nil {
-		return nil, mapError(ctx, err)
+		return nil, err
 	}
 	return &rolesetv1.GetPermissionsResponse{DefaultRole: d.DefaultRole, Roles: rolesToProto(d.Roles)}, nil
 }
@@ -369,6 +370,17 @@ func parseRef(req refRequest) (datatableref.Ref, error) {
 	return ref, nil
 }
 
+// jobRequest is the start of the two public RPCs: the caller's job token (the engine, not this
+// layer, authenticates it) and the data table reference it asks about.
+func jobRequest(ctx context.Context, req refRequest) (string, datatableref.Ref, error) {
+	token, err := auth.BearerToken(ctx)
+	if err != nil {
+		return "", datatableref.Ref{}, err
+	}
+	ref, err := parseRef(req)
+	return token, ref, err
+}
+
 func kindToProto(k engine.Kind) rolesetv1.ConnectionKind {
 	switch k {
 	case engine.KindAdmin:
@@ -383,11 +395,7 @@ func kindToProto(k engine.Kind) rolesetv1.ConnectionKind {
 
 // ResolveConnection implements ConnectionService.
 func (h *Server) ResolveConnection(ctx context.Context, req *rolesetv1.ResolveConnectionRequest) (*rolesetv1.ResolveConnectionResponse, error) {
-	token, err := auth.BearerToken(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := parseRef(req)
+	token, ref, err := jobRequest(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -410,11 +418,7 @@ func traceToProto(t tenancy.Trace) []*rolesetv1.TraceEntry {
 
 // ExplainConnection implements ConnectionService.
 func (h *Server) ExplainConnection(ctx context.Context, req *rolesetv1.ExplainConnectionRequest) (*rolesetv1.ExplainConnectionResponse, error) {
-	token, err := auth.BearerToken(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := parseRef(req)
+	token, ref, err := jobRequest(ctx, req)
 	if err != nil {
 		return nil, err
 	}

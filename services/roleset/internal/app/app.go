@@ -101,7 +101,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
 	h := &api.Server{Engine: eng, Stream: own}
-	expected, err := migrate.Expected(migrations.FS)
+	schema, err := migrate.SchemaCheck(pool, migrations.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -109,13 +109,12 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	reg.MustRegister(own.Collectors("roleset")...)
 	reg.MustRegister(server.CacheCollectors("roleset_connections", eng.ConnectionCacheStats)...)
 	reg.MustRegister(sweepCollectors(&sweeps)...)
-	reg.MustRegister(server.CacheCollectors("tokens", tokens.Stats)...)
-	reg.MustRegister(tokenCacheCollector("roleset", tokens))
+	reg.MustRegister(tokens.Collectors("roleset")...)
 	return func(ctx context.Context) error {
 		return server.Run(ctx, cfg.Config, server.Options{
 			Registry:      reg,
 			Pool:          pool,
-			SchemaVersion: migrate.VersionCheck(pool, expected),
+			SchemaVersion: schema,
 			Authenticator: auth.Chain{
 				cfg.StaticTokens(),
 				tokens,
@@ -131,14 +130,6 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			},
 		})
 	}, nil
-}
-
-// tokenCacheCollector exports how many policy tokens the process has cached (what a revoke
-// has to reach).
-func tokenCacheCollector(svc string, a *policyclient.Authenticator) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_" + svc + "_token_cache_entries",
-		Help: "Policy-issued tokens (user, job) whose identity this process has cached."},
-		func() float64 { return float64(a.Len()) })
 }
 
 // SweepCounts are the monitor loop's running totals (metrics).

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
@@ -197,53 +198,46 @@ func TokenHash(token string) string {
 }
 
 func (e *Engine) run(ctx context.Context, token string) (Run, error) {
-	th := TokenHash(token)
-	if r, ok := e.cache.runs.Lookup(th); ok {
-		return r, nil
-	}
-	t := e.cache.runs.Begin()
-	r, err := e.identity.RunIdentity(ctx, token)
+	r, err := e.cache.runs.Get(ctx, TokenHash(token), untilTTL(func(ctx context.Context) (Run, error) {
+		return e.identity.RunIdentity(ctx, token)
+	}))
 	if errors.Is(err, ErrUnauthenticated) {
 		return r, refuse(CodeUnauthenticated, "job token refused")
 	}
-	if err != nil {
-		return r, err
-	}
-	e.cache.runs.Put(th, r, time.Time{}, t)
-	return r, nil
+	return r, err
 }
 
 func (e *Engine) tenancy(ctx context.Context, ws, email string) (tenancy.Identity, error) {
-	if id, ok := e.cache.tenancies.Lookup([2]string{ws, email}); ok {
-		return id, nil
-	}
-	t := e.cache.tenancies.Begin()
-	id, err := e.identity.Tenancy(ctx, ws, email)
-	if errors.Is(err, ErrNotMember) {
-		return id, refuse(CodeNotMember, "the viewer is not an enabled member of the workspace")
-	}
-	if err != nil {
-		return id, err
-	}
-	e.cache.tenancies.Put([2]string{ws, email}, id, time.Time{}, t)
-	return id, nil
+	id, err := e.cache.tenancies.Get(ctx, [2]string{ws, email}, untilTTL(func(ctx context.Context) (tenancy.Identity, error) {
+		return e.identity.Tenancy(ctx, ws, email)
+	}))
+	return id, notMember(err, "viewer")
 }
 
 func (e *Engine) ownerTenancy(ctx context.Context, r Run) (tenancy.Identity, error) {
-	key := "owner:" + r.PermissionedAs
-	if id, ok := e.cache.tenancies.Lookup([2]string{r.Workspace, key}); ok {
-		return id, nil
+	key := [2]string{r.Workspace, "owner:" + r.PermissionedAs}
+	id, err := e.cache.tenancies.Get(ctx, key, untilTTL(func(ctx context.Context) (tenancy.Identity, error) {
+		return e.identity.OwnerTenancy(ctx, r)
+	}))
+	return id, notMember(err, "run's owner")
+}
+
+// untilTTL is the loader of an identity lookup: its answer has no expiry of its own, so the
+// cache keeps it for its TTL (or until the stream drops it); an error is never kept.
+func untilTTL[V any](lookup func(context.Context) (V, error)) revcache.Loader[V] {
+	return func(ctx context.Context) (V, time.Time, error) {
+		v, err := lookup(ctx)
+		return v, time.Time{}, err
 	}
-	t := e.cache.tenancies.Begin()
-	id, err := e.identity.OwnerTenancy(ctx, r)
+}
+
+// notMember turns policy's "not an enabled member" into the refusal saying whose membership
+// failed (who: "viewer", "run's owner"); other errors pass as they are.
+func notMember(err error, who string) error {
 	if errors.Is(err, ErrNotMember) {
-		return id, refuse(CodeNotMember, "the run's owner is not an enabled member of the workspace")
+		return refuse(CodeNotMember, "the %s is not an enabled member of the workspace", who)
 	}
-	if err != nil {
-		return id, err
-	}
-	e.cache.tenancies.Put([2]string{r.Workspace, key}, id, time.Time{}, t)
-	return id, nil
+	return err
 }
 
 func parseTenants(list []string) []tenancy.Tenant {

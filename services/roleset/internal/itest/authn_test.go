@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/millwright/millwright/pkg/auth"
@@ -44,66 +42,19 @@ func TestEveryRPCRefusesUserAndJobTokens(t *testing.T) {
 	descs := []grpc.ServiceDesc{rolesetv1.ClusterService_ServiceDesc, rolesetv1.RoleService_ServiceDesc,
 		rolesetv1.DatatableService_ServiceDesc, rolesetv1.ConnectionService_ServiceDesc, rolesetv1.EventService_ServiceDesc}
 	var walked int
-	for _, sd := range descs {
+	for full, call := range servicetest.Handlers(h, descs...) {
+		if public[full] {
+			continue
+		}
 		for _, id := range ids {
-			for _, md := range sd.Methods {
-				full := "/" + sd.ServiceName + "/" + md.MethodName
-				if public[full] {
-					continue
-				}
-				walked++
-				t.Run(id.Kind.String()+" "+full, func(t *testing.T) {
-					ctx := auth.WithIdentity(context.Background(), id)
-					requireNotAllowed(t, id.Kind, callGuarded(t, func() error {
-						_, err := md.Handler(h, ctx, func(any) error { return nil }, nil)
-						return err
-					}))
-				})
-			}
-			for _, sd2 := range sd.Streams {
-				full := "/" + sd.ServiceName + "/" + sd2.StreamName
-				walked++
-				t.Run(id.Kind.String()+" "+full, func(t *testing.T) {
-					ctx := auth.WithIdentity(context.Background(), id)
-					requireNotAllowed(t, id.Kind, callGuarded(t, func() error {
-						return sd2.Handler(h, emptyStream{ctx})
-					}))
-				})
-			}
+			walked++
+			t.Run(id.Kind.String()+" "+full, func(t *testing.T) {
+				servicetest.RequireNotAllowed(t, call(t, auth.WithIdentity(context.Background(), id)), id.Kind, "superadmin,service")
+			})
 		}
 	}
 	require.Equal(t, 2*(2+5+3+1), walked, "every non-public method of the five services, for both kinds")
 }
-
-// callGuarded turns a handler that went past its check (and hit the nil engine) into a
-// failure naming it.
-func callGuarded(t *testing.T, call func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Fatalf("handler went past its authorization check: %v", r)
-		}
-	}()
-	return call()
-}
-
-func requireNotAllowed(t *testing.T, kind auth.Kind, err error) {
-	t.Helper()
-	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
-	reason, _ := errs.Reason(err)
-	require.Equal(t, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED, reason)
-	require.Equal(t, map[string]string{"kind": kind.String(), "allowed": "superadmin,service"}, errs.Infos(err)[0].GetMetadata())
-}
-
-// emptyStream is a server stream whose one request is the empty message.
-type emptyStream struct{ ctx context.Context }
-
-func (s emptyStream) SetHeader(metadata.MD) error  { return nil }
-func (s emptyStream) SendHeader(metadata.MD) error { return nil }
-func (s emptyStream) SetTrailer(metadata.MD)       {}
-func (s emptyStream) Context() context.Context     { return s.ctx }
-func (s emptyStream) SendMsg(any) error            { return fmt.Errorf("handler sent a message") }
-func (s emptyStream) RecvMsg(any) error            { return nil }
 
 // ---- against the real policy ----
 
@@ -185,14 +136,9 @@ func TestTokensThroughPolicy(t *testing.T) {
 						return err
 					},
 					"Watch": func() error {
-						ctx, cancel := context.WithTimeout(servicetest.Bearer(tc.Token), 5*time.Second)
-						defer cancel()
-						s, err := events.Watch(ctx, &rolesetv1.WatchRequest{})
-						if err != nil {
-							return err
-						}
-						_, err = s.Recv() // the refusal, or the first heartbeat
-						return err
+						return servicetest.WatchAnswer(tc.Token, func(ctx context.Context) (rolesetv1.EventService_WatchClient, error) {
+							return events.Watch(ctx, &rolesetv1.WatchRequest{})
+						})
 					},
 				}
 				for name, call := range calls {
@@ -201,9 +147,9 @@ func TestTokensThroughPolicy(t *testing.T) {
 					switch tc.Kind {
 					case servicetest.KindSuperadmin, servicetest.KindService: // the code is the whole expectation
 					case servicetest.KindUser:
-						requireNotAllowed(t, auth.User, err)
+						servicetest.RequireNotAllowed(t, err, auth.User, "superadmin,service")
 					case servicetest.KindJob:
-						requireNotAllowed(t, auth.Job, err)
+						servicetest.RequireNotAllowed(t, err, auth.Job, "superadmin,service")
 					case servicetest.KindNone:
 						reason, _ := errs.Reason(err)
 						require.Equal(t, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, reason, name)

@@ -31,7 +31,7 @@ func BenchmarkResolveWarm(b *testing.B) {
 	bare := serveGRPC(b, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, healthgrpc.NewServer()) })
 	hc := healthpb.NewHealthClient(dial(b, bare))
 	tok := f.viewerRun("carol@x")
-	ctx := jobCtx(tok)
+	ctx := bearerCtx(tok)
 	req := &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main?as=viewer"}
 	cl := f.r.conns()
 	_, err := cl.ResolveConnection(ctx, req)

@@ -76,7 +76,7 @@ func TestViewersSeeTheirRows(t *testing.T) {
 	})
 
 	t.Run("explain gives the trace and no credential", func(t *testing.T) {
-		resp, err := f.r.conns().ExplainConnection(jobCtx(f.viewerRun("bob@x")), &rolesetv1.ExplainConnectionRequest{Reference: "datatable://main?as=viewer"})
+		resp, err := f.r.conns().ExplainConnection(bearerCtx(f.viewerRun("bob@x")), &rolesetv1.ExplainConnectionRequest{Reference: "datatable://main?as=viewer"})
 		require.NoError(t, err)
 		require.True(t, resp.GetAllowed())
 		require.Equal(t, []string{f.apac.GetName()}, resp.GetRoles())

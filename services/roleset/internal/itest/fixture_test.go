@@ -72,5 +72,5 @@ func (f *fixture) viewerRun(viewer string) string {
 }
 
 func (f *fixture) resolve(r *replica, token, ref string) (*rolesetv1.ResolveConnectionResponse, error) {
-	return r.conns().ResolveConnection(jobCtx(token), &rolesetv1.ResolveConnectionRequest{Reference: ref})
+	return r.conns().ResolveConnection(bearerCtx(token), &rolesetv1.ResolveConnectionRequest{Reference: ref})
 }

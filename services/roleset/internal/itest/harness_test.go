@@ -344,6 +344,13 @@ func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 
 // start starts a replica: its own pools, stream listener, policy follower, caches and gRPC
 // server, sharing the databases with the others.
+// startOther starts a replica of another instance on the same database and cluster, and
+// returns it with that instance's id.
+func (e *env) startOther() (*replica, string) {
+	other := "other-" + randHex(4)
+	return e.start(func(c *engine.Config) { c.InstanceID = other }), other
+}
+
 func (e *env) start(opts ...func(*engine.Config)) *replica {
 	t := e.t
 	ctx, cancel := context.WithCancel(context.Background())
@@ -382,11 +389,11 @@ func (e *env) start(opts ...func(*engine.Config)) *replica {
 	return r
 }
 
-func adminCtx() context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+adminToken)
-}
+func adminCtx() context.Context { return bearerCtx(adminToken) }
 
-func jobCtx(token string) context.Context {
+// bearerCtx sends token as the bearer, as it is: an empty one too (servicetest.Bearer sends
+// none), so a test can see what roleset does with "Bearer ".
+func bearerCtx(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 

@@ -428,13 +428,7 @@ func TestRunbookPrivileges(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, res.GetDropped())
 
-			require.False(t, p.role(t, again.GetUser()).Exists, "DROP ROLE")
-			row, journal := p.setLoginRow(t, again.GetUser())
-			require.False(t, row)
-			require.False(t, journal)
-			_, err = sess.Exec(ctx, `SELECT 1`)
-			require.Error(t, err, "the stale login's open session was terminated")
-			require.Zero(t, p.backends(t, oid))
+			p.checkRetired(t, again.GetUser(), sess, oid)
 		})
 		t.Run("PG16+: a member role without ADMIN OPTION is refused, with it accepted", func(t *testing.T) {
 			if p.version < 160000 {
@@ -605,15 +599,22 @@ func TestRunbookPrivileges(t *testing.T) {
 			res, err = p.r.eng.Sweep(ctx)
 			require.NoError(t, err)
 			require.EqualValues(t, 1, res.Resumed)
-			require.False(t, p.role(t, set.GetUser()).Exists, "dropped")
-			row, journal := p.setLoginRow(t, set.GetUser())
-			require.False(t, row)
-			require.False(t, journal)
-			_, err = setSess.Exec(ctx, `SELECT 1`)
-			require.Error(t, err, "the session was terminated")
-			require.Zero(t, p.backends(t, setOID))
+			p.checkRetired(t, set.GetUser(), setSess, setOID)
 		})
 	})
+}
+
+// checkRetired asserts the state a finished retire leaves: the login dropped, its row and
+// journal entry gone, and its open session sess terminated.
+func (p *privEnv) checkRetired(t *testing.T, login string, sess *pgx.Conn, oid int64) {
+	t.Helper()
+	require.False(t, p.role(t, login).Exists, "DROP ROLE")
+	row, journal := p.setLoginRow(t, login)
+	require.False(t, row)
+	require.False(t, journal)
+	_, err := sess.Exec(context.Background(), `SELECT 1`)
+	require.Error(t, err, "the login's open session was terminated")
+	require.Zero(t, p.backends(t, oid))
 }
 
 // checkStuck asserts the state a retire leaves when pg_terminate_backend is refused.

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
-	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 )
 
@@ -81,8 +80,7 @@ func TestReconcileOwnInstanceOnly(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	a := f.r
-	other := "other-" + randHex(4)
-	b := f.start(func(c *engine.Config) { c.InstanceID = other })
+	b, other := f.startOther()
 	bRole := f.createRole(b, "bdel_"+randHex(3))
 	bLegacy := f.createRole(b, "bleg_"+randHex(3))
 	canLogin := func(name string) bool {

@@ -142,7 +142,7 @@ func TestRules(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			req := &rolesetv1.ResolveConnectionRequest{Reference: realNames.Replace(tc.Reference),
 				Datatable: tc.Datatable, Role: realNames.Replace(tc.Role)}
-			c, err := f.r.conns().ResolveConnection(jobCtx(tokens[tc.Run]), req)
+			c, err := f.r.conns().ResolveConnection(bearerCtx(tokens[tc.Run]), req)
 			require.Equal(t, tc.Want.Code, status.Code(err).String(), "%v", err)
 			if err != nil {
 				require.Equal(t, "ERROR_REASON_"+tc.Want.Reason, reasonOf(err).String(), err)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/millwright/millwright/pkg/auth"
@@ -137,8 +136,7 @@ func TestSweepOwnInstanceOnly(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	a := f.r
-	otherInstance := "other-" + randHex(4)
-	b := f.start(func(c *engine.Config) { c.InstanceID = otherInstance })
+	b, otherInstance := f.startOther()
 	f.policy.setMember(member{Email: "gina@x", Username: "gina", Groups: []string{"emea", "amer"}})
 	f.policy.setMember(member{Email: "hal@x", Username: "hal", Groups: []string{"apac", "amer"}})
 
@@ -219,10 +217,6 @@ func serveSweepWithAuth(t *testing.T, eng *engine.Engine, authn auth.Authenticat
 	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn)))
 }
 
-func bearerCtx(tok string) context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
-}
-
 // TestSweepRPC: RoleService.Sweep runs the sweep now and returns its counts (two stale logins
 // dropped, one interrupted retire finished). It is an admin RPC: a job token (a real one,
 // which policy knows) or no token is refused by roleset's authenticator, and a user or job
@@ -262,7 +256,7 @@ func TestSweepRPC(t *testing.T) {
 		reason commonv1.ErrorReason
 	}{
 		{"no token", f.r.roles(), context.Background(), codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
-		{"a run's job token", f.r.roles(), jobCtx(f.viewerRun("carol@x")), codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
+		{"a run's job token", f.r.roles(), bearerCtx(f.viewerRun("carol@x")), codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
 		{"an unknown token", f.r.roles(), bearerCtx("nope"), codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
 		{"an authenticated user", rolesetv1.NewRoleServiceClient(chained), bearerCtx(sweepUserToken), codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED},
 		{"an authenticated job", rolesetv1.NewRoleServiceClient(chained), bearerCtx(sweepJobToken), codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_ROLE_NOT_ALLOWED},

@@ -3,16 +3,15 @@ package itest
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
@@ -88,30 +87,6 @@ func TestLastUsedAtOncePerDay(t *testing.T) {
 	})
 }
 
-// statementCounter is a pgx tracer counting every statement a pool sends (reads, writes,
-// BEGIN/COMMIT alike).
-type statementCounter struct {
-	mu   sync.Mutex
-	sqls []string
-}
-
-func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	s.sqls = append(s.sqls, d.SQL)
-	s.mu.Unlock()
-	return ctx
-}
-
-func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *statementCounter) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sqls
-	s.sqls = nil
-	return out
-}
-
 // TestWarmPathNoDatabase: once warm, ResolveConnection sends no statement at all to roleset's
 // database (so certainly no write), for each kind of login: a role's own, a set login and
 // admin. The engine under test runs on a pool with a statement counter and shares the
@@ -122,7 +97,7 @@ func TestWarmPathNoDatabase(t *testing.T) {
 	const warm = 50
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	counter := &statementCounter{}
+	counter := &pgtest.Statements{}
 	cfg, err := pgxpool.ParseConfig(f.svcDSN)
 	require.NoError(t, err)
 	cfg.ConnConfig.Tracer = counter
@@ -153,25 +128,25 @@ func TestWarmPathNoDatabase(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &rolesetv1.ResolveConnectionRequest{Reference: tc.ref}
-			counter.take()
-			first, err := conns.ResolveConnection(jobCtx(tc.token), req)
+			counter.Take()
+			first, err := conns.ResolveConnection(bearerCtx(tc.token), req)
 			require.NoError(t, err)
 			require.Equal(t, tc.kind, first.GetKind())
-			require.NotEmpty(t, counter.take(), "the cold path reads the catalog through the counted pool")
+			require.NotEmpty(t, counter.Take(), "the cold path reads the catalog through the counted pool")
 			// The fake policy's setup events (members) arrive asynchronously and drop caches:
 			// settle until one resolve is served warm before measuring.
 			require.Eventually(t, func() bool {
-				_, err := conns.ResolveConnection(jobCtx(tc.token), req)
-				return err == nil && len(counter.take()) == 0
+				_, err := conns.ResolveConnection(bearerCtx(tc.token), req)
+				return err == nil && len(counter.Take()) == 0
 			}, 10*time.Second, 20*time.Millisecond, "the cache never settled")
 			calls := f.policy.Calls()
 			for range warm {
-				c, err := conns.ResolveConnection(jobCtx(tc.token), req)
+				c, err := conns.ResolveConnection(bearerCtx(tc.token), req)
 				require.NoError(t, err)
 				require.Equal(t, first.GetUser(), c.GetUser())
 				require.Equal(t, first.GetPassword(), c.GetPassword())
 			}
-			require.Empty(t, counter.take(), "statements sent to roleset's database by %d warm resolves", warm)
+			require.Empty(t, counter.Take(), "statements sent to roleset's database by %d warm resolves", warm)
 			require.Equal(t, calls, f.policy.Calls(), "policy calls on the warm path")
 			require.NoError(t, f.canLogin(first.GetUser(), first.GetPassword()))
 		})

@@ -113,13 +113,18 @@ RETURNING created_at, updated_at`,
 
 const clusterCols = `id, host, port, maintenance_db, admin_user, admin_password_enc, created_at, updated_at`
 
+// notFound is a single-row read's error: ErrNotFound for no row, anything else as it is.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
 func scanCluster(row pgx.Row) (Cluster, error) {
 	var c Cluster
 	err := row.Scan(&c.ID, &c.Host, &c.Port, &c.MaintenanceDB, &c.AdminUser, &c.AdminPasswordEnc, &c.CreatedAt, &c.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	return c, err
+	return c, notFound(err)
 }
 
 // GetCluster reads one cluster.
@@ -129,20 +134,18 @@ func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
 
 // ListClusters reads every cluster by id.
 func (s *Store) ListClusters(ctx context.Context) ([]Cluster, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Cluster
-	for rows.Next() {
-		c, err := scanCluster(rows)
+	return collect(scanCluster)(s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster ORDER BY id`))
+}
+
+// collect turns a row scanner into the reader of a whole query's rows (nil when there are
+// none), so the store's list reads share one loop: collect(scanX)(pool.Query(...)).
+func collect[T any](scan func(pgx.Row) (T, error)) func(pgx.Rows, error) ([]T, error) {
+	return func(rows pgx.Rows, err error) ([]T, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		return pgx.AppendRows([]T(nil), rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
 	}
-	return out, rows.Err()
 }
 
 // ---- roles ----
@@ -152,27 +155,10 @@ const roleCols = `id, cluster_id, name, enabled, state, coalesce(oid, 0), passwo
 func scanRole(row pgx.Row) (Role, error) {
 	var r Role
 	err := row.Scan(&r.ID, &r.ClusterID, &r.Name, &r.Enabled, &r.State, &r.OID, &r.PasswordEnc, &r.CreatedAt, &r.InstanceID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	return r, err
+	return r, notFound(err)
 }
 
-func collectRoles(rows pgx.Rows, err error) ([]Role, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Role
-	for rows.Next() {
-		r, err := scanRole(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
+var collectRoles = collect(scanRole)
 
 // querier is the pool, or the one connection a RoleCreation holds its lock on.
 type querier interface {
@@ -470,10 +456,7 @@ const roleSetCols = `cluster_id, login, instance_id, role_ids, oids, password_en
 func scanRoleSet(row pgx.Row) (RoleSet, error) {
 	var r RoleSet
 	err := row.Scan(&r.ClusterID, &r.Login, &r.InstanceID, &r.RoleIDs, &r.OIDs, &r.PasswordEnc, &r.CreatedAt, &r.LastUsedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	return r, err
+	return r, notFound(err)
 }
 
 // RoleSet reads a login's row.
@@ -524,20 +507,7 @@ WHERE instance_id = $1 AND last_used_at < $2 ORDER BY last_used_at, login LIMIT 
 }
 
 func (s *Store) roleSets(ctx context.Context, q string, args ...any) ([]RoleSet, error) {
-	rows, err := s.Pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []RoleSet
-	for rows.Next() {
-		r, err := scanRoleSet(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(scanRoleSet)(s.Pool.Query(ctx, q, args...))
 }
 
 // Retiring is a retire-journal entry.
