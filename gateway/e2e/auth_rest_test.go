@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -18,13 +17,6 @@ func TestPolicyAuthOverREST(t *testing.T) {
 	st := StartStack(t)
 	admin := st.AdminToken(t)
 
-	call := func(method, path, token string, body any) (int, map[string]any) {
-		t.Helper()
-		code, raw := st.Do(t, method, path, token, body)
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return code, out
-	}
 	reasonOf := func(body map[string]any) string {
 		details, _ := body["details"].([]any)
 		for _, d := range details {
@@ -36,48 +28,48 @@ func TestPolicyAuthOverREST(t *testing.T) {
 	}
 
 	for _, w := range []string{"resta", "restb"} {
-		code, body := call("POST", "/v1/workspaces", admin, map[string]any{
+		code, body := st.DoJSON(t, "POST", "/v1/workspaces", admin, map[string]any{
 			"workspace": w, "name": w, "admin_email": "boss-" + w + "@x.test", "admin_username": "boss"})
 		require.Equal(t, http.StatusOK, code, "%v", body)
 	}
-	code, body := call("POST", "/v1/workspaces/resta/tokens", admin, map[string]any{
+	code, body := st.DoJSON(t, "POST", "/v1/workspaces/resta/tokens", admin, map[string]any{
 		"username": "boss", "scopes": []string{"workspace:read"}, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	tokenA, _ := body["token"].(string)
 	require.NotEmpty(t, tokenA)
 
 	t.Run("no token", func(t *testing.T) {
-		code, body := call("GET", "/v1/workspaces/resta/operator-settings", "", nil)
+		code, body := st.DoJSON(t, "GET", "/v1/workspaces/resta/operator-settings", "", nil)
 		require.Equal(t, http.StatusUnauthorized, code)
 		require.Equal(t, "ERROR_REASON_UNAUTHENTICATED", reasonOf(body))
 	})
 	t.Run("garbage token", func(t *testing.T) {
-		code, body := call("GET", "/v1/workspaces/resta/operator-settings", "mwu_not-a-token", nil)
+		code, body := st.DoJSON(t, "GET", "/v1/workspaces/resta/operator-settings", "mwu_not-a-token", nil)
 		require.Equal(t, http.StatusUnauthorized, code)
 		require.Equal(t, "ERROR_REASON_UNAUTHENTICATED", reasonOf(body))
 	})
 	t.Run("token of A on B", func(t *testing.T) {
-		code, body := call("GET", "/v1/workspaces/restb/operator-settings", tokenA, nil)
+		code, body := st.DoJSON(t, "GET", "/v1/workspaces/restb/operator-settings", tokenA, nil)
 		require.Equal(t, http.StatusForbidden, code)
 		require.Equal(t, "ERROR_REASON_WRONG_WORKSPACE", reasonOf(body))
 	})
 	t.Run("token of A on A", func(t *testing.T) {
-		code, body := call("GET", "/v1/workspaces/resta/operator-settings", tokenA, nil)
+		code, body := st.DoJSON(t, "GET", "/v1/workspaces/resta/operator-settings", tokenA, nil)
 		require.Equal(t, http.StatusOK, code, "%v", body)
 	})
 	t.Run("missing scope", func(t *testing.T) {
-		code, body := call("PATCH", "/v1/workspaces/resta/operator-settings", tokenA,
+		code, body := st.DoJSON(t, "PATCH", "/v1/workspaces/resta/operator-settings", tokenA,
 			map[string]any{"patch": map[string]any{"manage_schedules": false}})
 		require.Equal(t, http.StatusForbidden, code, "%v", body)
 		require.Equal(t, "ERROR_REASON_MISSING_SCOPE", reasonOf(body))
 	})
 	t.Run("bad input names the field and writes nothing", func(t *testing.T) {
-		code, body := call("POST", "/v1/workspaces/resta/members", admin, map[string]any{
+		code, body := st.DoJSON(t, "POST", "/v1/workspaces/resta/members", admin, map[string]any{
 			"username": "not a name!", "email": "x@x.test", "role": "ROLE_DEVELOPER"})
 		require.Equal(t, http.StatusBadRequest, code)
 		require.Equal(t, "ERROR_REASON_INVALID_FIELD", reasonOf(body))
 		require.Contains(t, body["message"], "username")
-		code, _ = call("POST", "/v1/workspaces/resta/tenancy:resolve", admin, map[string]any{"email": "x@x.test"})
+		code, _ = st.DoJSON(t, "POST", "/v1/workspaces/resta/tenancy:resolve", admin, map[string]any{"email": "x@x.test"})
 		require.Equal(t, http.StatusNotFound, code, "the refused member must not exist")
 	})
 }

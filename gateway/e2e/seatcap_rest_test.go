@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
@@ -17,15 +16,8 @@ func TestSeatCapRefusalOverREST(t *testing.T) {
 	needsStack(t)
 	st := StartStack(t)
 	admin := st.AdminToken(t)
-	call := func(method, path string, body any) (int, map[string]any) {
-		t.Helper()
-		code, raw := st.Do(t, method, path, admin, body)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
-		return code, out
-	}
 	seats := func() int64 {
-		code, body := call("GET", "/v1/billing/seats", nil)
+		code, body := st.DoJSON(t, "GET", "/v1/billing/seats", admin, nil)
 		require.Equal(t, http.StatusOK, code, "%v", body)
 		usage, _ := body["usage"].(map[string]any)
 		m, _ := strconv.ParseInt(usage["milliseats"].(string), 10, 64)
@@ -33,11 +25,11 @@ func TestSeatCapRefusalOverREST(t *testing.T) {
 	}
 
 	before := seats()
-	code, body := call("POST", "/v1/workspaces", map[string]any{"workspace": "capws", "name": "Cap",
+	code, body := st.DoJSON(t, "POST", "/v1/workspaces", admin, map[string]any{"workspace": "capws", "name": "Cap",
 		"admin_email": "capboss@x.test", "admin_username": "capboss"})
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	for _, u := range []string{"capop1", "capop2"} {
-		code, body := call("POST", "/v1/workspaces/capws/members", map[string]any{
+		code, body := st.DoJSON(t, "POST", "/v1/workspaces/capws/members", admin, map[string]any{
 			"username": u, "email": u + "@x.test", "role": "ROLE_OPERATOR"})
 		require.Equal(t, http.StatusOK, code, "%v", body)
 	}
@@ -48,11 +40,11 @@ func TestSeatCapRefusalOverREST(t *testing.T) {
 	require.Zero(t, want%1000, "the test needs a whole number of seats to set the cap at")
 	capSeats := want / 1000
 
-	code, body = call("PUT", "/v1/billing/cap", map[string]any{"seats": capSeats})
+	code, body = st.DoJSON(t, "PUT", "/v1/billing/cap", admin, map[string]any{"seats": capSeats})
 	require.Equal(t, http.StatusOK, code, "%v", body)
 
 	enable := map[string]any{"patch": map[string]any{"builder": true}}
-	code, body = call("PATCH", "/v1/workspaces/capws/operator-settings", enable)
+	code, body = st.DoJSON(t, "PATCH", "/v1/workspaces/capws/operator-settings", admin, enable)
 	require.Equal(t, http.StatusConflict, code, "%v", body)
 	details, _ := body["details"].([]any)
 	require.NotEmpty(t, details)
@@ -64,13 +56,13 @@ func TestSeatCapRefusalOverREST(t *testing.T) {
 		"cap":    strconv.FormatInt(capSeats, 10),
 	}, info["metadata"])
 
-	code, body = call("GET", "/v1/workspaces/capws/operator-settings", nil)
+	code, body = st.DoJSON(t, "GET", "/v1/workspaces/capws/operator-settings", admin, nil)
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	settings, _ := body["settings"].(map[string]any)
 	require.NotEqual(t, true, settings["builder"], "the refused change must not be committed")
 
-	code, body = call("PUT", "/v1/billing/cap", map[string]any{"seats": capSeats + 1})
+	code, body = st.DoJSON(t, "PUT", "/v1/billing/cap", admin, map[string]any{"seats": capSeats + 1})
 	require.Equal(t, http.StatusOK, code, "%v", body)
-	code, body = call("PATCH", "/v1/workspaces/capws/operator-settings", enable)
+	code, body = st.DoJSON(t, "PATCH", "/v1/workspaces/capws/operator-settings", admin, enable)
 	require.Equal(t, http.StatusOK, code, "%v", body)
 }

@@ -182,6 +182,16 @@ func (s *Stack) Do(t *testing.T, method, path, token string, body any) (int, []b
 	return resp.StatusCode, raw
 }
 
+// DoJSON is Do for a call answered with a JSON object (as every answer of the gateway is),
+// which it decodes.
+func (s *Stack) DoJSON(t *testing.T, method, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	code, raw := s.Do(t, method, path, token, body)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(raw, &out), "%s %s: %s", method, path, raw)
+	return code, out
+}
+
 // Token returns the content of a token file run.sh or the demo loader wrote (e.g. "job-alice").
 func (s *Stack) Token(t testing.TB, name string) string {
 	t.Helper()

@@ -406,8 +406,10 @@ func (p *parser) open(k kind, end byte) (n int32, start int, empty bool, err err
 	return n, start, false, nil
 }
 
-// element parses the next value of container n and records where it stands in n.
+// element parses the next value of container n, after any white space, and records where it
+// stands in n.
 func (p *parser) element(n int32, start int) (int32, error) {
+	p.skipWS()
 	v := int32(len(p.d.nodes))
 	if err := p.value(); err != nil {
 		return 0, err
@@ -441,7 +443,6 @@ func (p *parser) array() error {
 		return err
 	}
 	for {
-		p.skipWS()
 		v, err := p.element(n, start)
 		if err != nil {
 			return err
@@ -479,7 +480,6 @@ func (p *parser) object() error {
 			return p.fail("expected : after key")
 		}
 		p.pos++
-		p.skipWS()
 		v, err := p.element(n, start)
 		if err != nil {
 			return err

@@ -9,15 +9,13 @@ import (
 
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
-	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 // TestVersionChangesAreEvents: adding or removing a script version while the catalog row stays
 // the same (same latest hash, owner, perms) is still a catalog event, so a consumer caching
 // pins hears that a version stopped being one.
 func TestVersionChangesAreEvents(t *testing.T) {
-	pool := testdb.Pool(t)
-	s := minimal(t, pool)
+	s, pool := minimal(t)
 	ctx := context.Background()
 	events := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM stream_outbox WHERE kind = 'catalog' AND key = 'u/owner/s'`).Scan(&n))
@@ -43,7 +41,7 @@ func TestVersionChangesAreEvents(t *testing.T) {
 // TestOnBehalfOfMustExist: whoever a runnable runs as is a member or group of the workspace,
 // like every principal of its extra perms; nothing is written otherwise.
 func TestOnBehalfOfMustExist(t *testing.T) {
-	s := minimal(t, testdb.Pool(t))
+	s, _ := minimal(t)
 	ctx := context.Background()
 	err := s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/owner/ghostly", OnBehalfOf: "u/ghost"})
 	require.ErrorIs(t, err, rulebook.ErrNotFound)
@@ -51,15 +49,12 @@ func TestOnBehalfOfMustExist(t *testing.T) {
 	require.NoError(t, s.RegisterRunnable(ctx, store.Runnable{Workspace: "w", Kind: rulebook.KindFlow, Path: "u/owner/ok2", OnBehalfOf: "g/analysts"}))
 }
 
-// minimal is a workspace w with a developer "owner" and a group "analysts".
-func minimal(t *testing.T, pool *pgxpool.Pool) *store.Store {
+// minimal is storeWithW with a developer "owner" and a group "analysts".
+func minimal(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	s := store.New(pool)
-	require.NoError(t, s.CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))
-	_, err := s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "owner", Email: "owner@x", Role: rulebook.RoleDeveloper}, nil)
+	s, pool := storeWithW(t)
+	addMembers(t, s, store.Member{Username: "owner", Role: rulebook.RoleDeveloper})
+	_, err := s.UpsertGroup(context.Background(), "w", "analysts", []string{"owner"})
 	require.NoError(t, err)
-	_, err = s.UpsertGroup(ctx, "w", "analysts", []string{"owner"})
-	require.NoError(t, err)
-	return s
+	return s, pool
 }

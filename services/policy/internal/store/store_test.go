@@ -10,7 +10,6 @@ import (
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
-	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -24,8 +23,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func fixture(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	s := store.New(testdb.Pool(t))
-	newWorkspace(t, s, "w", "W")
+	s, _ := storeWithW(t)
 	newWorkspace(t, s, "other", "Other")
 	addMembers(t, s,
 		store.Member{Username: "owner", Role: rulebook.RoleDeveloper},
