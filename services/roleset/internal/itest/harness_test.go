@@ -308,16 +308,11 @@ func (e *env) dropClusterRoles() {
 	}
 }
 
-// authInterceptor is the server's auth step for tests: the static admin token on admin RPCs,
-// nothing on the public ones (their bearer is a job token the engine checks).
-func interceptors() grpc.ServerOption {
-	return interceptorsWith(adminOnly)
-}
-
-// adminOnly authenticates the static admin token only.
+// adminOnly authenticates the static admin token only: a replica's admin RPCs.
 var adminOnly = auth.Static{AdminToken: adminToken}
 
-// interceptorsWith is interceptors with another authenticator for the admin RPCs.
+// interceptorsWith is the server's auth and validation step for tests: a on the admin RPCs,
+// nothing on the public ones (their bearer is a job token the engine checks).
 func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 	v := api.Validators()
 	public := map[string]bool{}
