@@ -1,17 +1,13 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,6 +34,7 @@ import (
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/server/reqctx"
+	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/pkg/validate"
 )
 
@@ -105,44 +102,9 @@ func (u *unary) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*te
 	return &testgrpc.SimpleResponse{Username: id.Username}, nil
 }
 
-// syncBuffer collects log lines from concurrent goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON log lines whose msg is msg.
-func (b *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type env struct {
 	grpcAddr, metricsAddr string
-	logs                  *syncBuffer
+	logs                  *servicetest.LogBuffer
 	conn                  *grpc.ClientConn
 	validations           *atomic.Int64
 	unary                 *unary
@@ -162,7 +124,7 @@ func start(t *testing.T, customize ...func(setup)) *env {
 	// Registered first, so it runs after every other cleanup has stopped the server.
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-	e := &env{logs: &syncBuffer{}, validations: &atomic.Int64{}, unary: &unary{release: make(chan struct{})}, done: make(chan error, 1)}
+	e := &env{logs: &servicetest.LogBuffer{}, validations: &atomic.Int64{}, unary: &unary{release: make(chan struct{})}, done: make(chan error, 1)}
 	reg := validate.NewRegistry()
 	validate.Add(reg, func(r *policyv1.WatchRequest) error {
 		e.validations.Add(1)
@@ -302,7 +264,7 @@ func TestAuthenticatedCallsReachHandler(t *testing.T) {
 	assert.Equal(t, int64(7), msg.GetHeadId())
 	assert.Equal(t, "superadmin", msg.GetEvent().GetKey())
 
-	rpc := e.logs.lines(t, "rpc")
+	rpc := e.logs.Lines(t, "rpc")
 	require.NotEmpty(t, rpc)
 	var unaryLine map[string]any
 	for _, l := range rpc {
@@ -381,7 +343,7 @@ func TestPanicRecoveredAndLogged(t *testing.T) {
 	_, err = e.watch(ctx2, &policyv1.WatchRequest{Kinds: []string{"panic"}})
 	require.Equal(t, codes.Internal, status.Code(err))
 
-	panics := e.logs.lines(t, "panic")
+	panics := e.logs.Lines(t, "panic")
 	require.Len(t, panics, 2)
 	ids := []any{panics[0]["request_id"], panics[1]["request_id"]}
 	assert.ElementsMatch(t, []any{"req-panic-1", "req-panic-2"}, ids)
@@ -405,7 +367,7 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	id := header.Get(reqctx.MetadataKey)
 	require.Len(t, id, 1, "a request id is generated when the caller sends none")
 	assert.Equal(t, "internal error (request id "+id[0]+")", msg)
-	internal := e.logs.lines(t, "internal error")
+	internal := e.logs.Lines(t, "internal error")
 	require.Len(t, internal, 1)
 	assert.Equal(t, id[0], internal[0]["request_id"], "the logged error can be found from the reply")
 }
@@ -522,7 +484,7 @@ func TestMetricsCountRefusals(t *testing.T) {
 		assert.Contains(t, m, want)
 	}
 	logged := false
-	for _, l := range e.logs.lines(t, "rpc") {
+	for _, l := range e.logs.Lines(t, "rpc") {
 		if l["reason"] == "ERROR_REASON_INVALID_FIELD" && l["code"] == "InvalidArgument" {
 			logged = true
 		}
@@ -554,8 +516,8 @@ func TestHealthFollowsSchema(t *testing.T) {
 	assert.Equal(t, notServing, healthStatus(ctx, e.conn, svc))
 	assert.Equal(t, serving, healthStatus(ctx, e.conn, server.LivenessService), "liveness does not follow the schema")
 	assert.Equal(t, http.StatusServiceUnavailable, e.healthz(t))
-	require.NotEmpty(t, e.logs.lines(t, "not ready"))
-	assert.Len(t, e.logs.lines(t, "not ready"), 1, "one line per reason, not one per poll")
+	require.NotEmpty(t, e.logs.Lines(t, "not ready"))
+	assert.Len(t, e.logs.Lines(t, "not ready"), 1, "one line per reason, not one per poll")
 
 	current.Store(2) // migrate ran
 	require.Eventually(t, func() bool {
@@ -624,7 +586,7 @@ func TestGracefulStop(t *testing.T) {
 		assert.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
 		assert.Less(t, elapsed, 3*time.Second)
 		assert.Equal(t, codes.Unavailable, status.Code(<-errc))
-		assert.NotEmpty(t, e.logs.lines(t, "graceful stop timed out; closing remaining calls"))
+		assert.NotEmpty(t, e.logs.Lines(t, "graceful stop timed out; closing remaining calls"))
 	})
 }
 

@@ -4,5 +4,7 @@
 // production), the accounts they test tokens with (Accounts: a workspace, user tokens, a job
 // token, the token table and the revocation subtests every service must pass), and small
 // helpers: free loopback addresses, bearer metadata, a sample read from /metrics, job ids, and
-// every handler of a service called directly (Handlers) for the authorization tests.
+// every handler of a service called directly (Handlers) for the authorization tests, a Watch
+// answer (WatchAnswer), a call's error alone (Err) and a log buffer safe while servers log
+// (LogBuffer).
 package servicetest

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/cli"
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	"github.com/millwright/millwright/pkg/migrate"
@@ -125,11 +124,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	st := store.New(pool, w)
 	consumer := projection.New(projection.NewGRPCSource(policy), st, projection.Options{Logger: logger})
 	own := stream.New(pool, stream.Options{Logger: logger})
-	// Bearer tokens: the two config tokens first (they never need policy, so the operator and
-	// policy itself keep working while policy's token service is away), then policy's user
-	// and job tokens, cached per process and dropped by policy's stream on revoke. Every
-	// billing RPC refuses user and job tokens (api.Allow); they authenticate so the refusal is
-	// a PermissionDenied naming the rule, and a revoked token an Unauthenticated.
+	// Bearer tokens: tokens.After (every billing RPC refuses user and job tokens: api.Allow).
 	tokens := policyclient.New(policy, policyclient.Options{Logger: logger})
 	schema, err := migrate.SchemaCheck(pool, migrations.FS)
 	if err != nil {
@@ -147,11 +142,8 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			Registry:      reg,
 			Pool:          pool,
 			SchemaVersion: schema,
-			Authenticator: auth.Chain{
-				cfg.StaticTokens(),
-				tokens,
-			},
-			Validator: Validators(),
+			Authenticator: tokens.After(cfg.StaticTokens()),
+			Validator:     Validators(),
 			Register: func(s *grpc.Server) {
 				billingv1.RegisterBillingServiceServer(s, api.New(st, consumer, cfg.FreshnessBound))
 				billingv1.RegisterEventServiceServer(s, &events{stream: own})

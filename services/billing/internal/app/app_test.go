@@ -19,6 +19,7 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
+	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/billing/internal/app"
 	"github.com/millwright/millwright/services/billing/internal/billingtest"
 	"github.com/millwright/millwright/services/billing/internal/seats"
@@ -288,24 +289,19 @@ func TestRefusals(t *testing.T) {
 		field string
 	}{
 		{"negative cap", func() error {
-			_, err := e.admin.SetSeatCap(ctx, &billingv1.SetSeatCapRequest{Seats: -1})
-			return err
+			return servicetest.Err(e.admin.SetSeatCap(ctx, &billingv1.SetSeatCapRequest{Seats: -1}))
 		}, codes.InvalidArgument, "seats"},
 		{"service may not set the cap", func() error {
-			_, err := e.service.SetSeatCap(ctx, &billingv1.SetSeatCapRequest{Seats: 5})
-			return err
+			return servicetest.Err(e.service.SetSeatCap(ctx, &billingv1.SetSeatCapRequest{Seats: 5}))
 		}, codes.PermissionDenied, ""},
 		{"builder check without workspace", func() error {
-			_, err := e.service.CheckSeatCapForOperatorBuilder(ctx, &billingv1.CheckSeatCapForOperatorBuilderRequest{})
-			return err
+			return servicetest.Err(e.service.CheckSeatCapForOperatorBuilder(ctx, &billingv1.CheckSeatCapForOperatorBuilderRequest{}))
 		}, codes.InvalidArgument, "workspace"},
 		{"negative position", func() error {
-			_, err := e.service.CheckSeatCapForOperatorBuilder(ctx, &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "w", MinPosition: -1})
-			return err
+			return servicetest.Err(e.service.CheckSeatCapForOperatorBuilder(ctx, &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "w", MinPosition: -1}))
 		}, codes.InvalidArgument, "min_position"},
 		{"check without change", func() error {
-			_, err := e.service.CheckSeatCap(ctx, &billingv1.CheckSeatCapRequest{})
-			return err
+			return servicetest.Err(e.service.CheckSeatCap(ctx, &billingv1.CheckSeatCapRequest{}))
 		}, codes.InvalidArgument, "change"},
 		{"member change with bad role", func() error {
 			_, err := e.service.CheckSeatCap(ctx, &billingv1.CheckSeatCapRequest{Change: &billingv1.CheckSeatCapRequest_Member{
@@ -313,12 +309,10 @@ func TestRefusals(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "member.role"},
 		{"bad page token", func() error {
-			_, err := e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{PageToken: "zzz"})
-			return err
+			return servicetest.Err(e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{PageToken: "zzz"}))
 		}, codes.InvalidArgument, "page_token"},
 		{"page too large", func() error {
-			_, err := e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{PageSize: 501})
-			return err
+			return servicetest.Err(e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{PageSize: 501}))
 		}, codes.InvalidArgument, "page_size"},
 	}
 	for _, tt := range tests {

@@ -66,22 +66,18 @@ func TestTokensThroughPolicy(t *testing.T) {
 	acme := policy.Accounts(t, popts)
 
 	setCap := func(token string) error {
-		_, err := bill.SetSeatCap(servicetest.Bearer(token), &billingv1.SetSeatCapRequest{Seats: 0})
-		return err
+		return servicetest.Err(bill.SetSeatCap(servicetest.Bearer(token), &billingv1.SetSeatCapRequest{Seats: 0}))
 	}
 	// The reading RPCs, each once; SetSeatCap is the superadmin's alone.
 	reads := map[string]func(token string) error{
 		"GetSeatUsage": func(token string) error {
-			_, err := bill.GetSeatUsage(servicetest.Bearer(token), &billingv1.GetSeatUsageRequest{})
-			return err
+			return servicetest.Err(bill.GetSeatUsage(servicetest.Bearer(token), &billingv1.GetSeatUsageRequest{}))
 		},
 		"CheckSeatCapForOperatorBuilder": func(token string) error {
-			_, err := bill.CheckSeatCapForOperatorBuilder(servicetest.Bearer(token), &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "acme"})
-			return err
+			return servicetest.Err(bill.CheckSeatCapForOperatorBuilder(servicetest.Bearer(token), &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: "acme"}))
 		},
 		"ListUsageReports": func(token string) error {
-			_, err := bill.ListUsageReports(servicetest.Bearer(token), &billingv1.ListUsageReportsRequest{})
-			return err
+			return servicetest.Err(bill.ListUsageReports(servicetest.Bearer(token), &billingv1.ListUsageReportsRequest{}))
 		},
 		"Watch": func(token string) error {
 			return servicetest.WatchAnswer(token, func(ctx context.Context) (billingv1.EventService_WatchClient, error) {

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/cli"
 	"github.com/millwright/millwright/pkg/migrate"
 	"github.com/millwright/millwright/pkg/policyclient"
@@ -85,11 +84,8 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
-	// Bearer tokens: the two config tokens first (they never need policy, so the operator and
-	// the platform keep working while policy is away), then policy's user and job tokens,
-	// cached per process and dropped by policy's stream on revoke. api refuses user and job
-	// tokens on every RPC that is not public; they authenticate so the refusal is a
-	// PermissionDenied naming the rule, and a revoked token an Unauthenticated.
+	// Bearer tokens: tokens.After (api refuses user and job tokens on every RPC that is not
+	// public).
 	tokens := policyclient.New(cc, policyclient.Options{Logger: logger.With("service", "roleset")})
 	var fol *stream.LiveFollower
 	// Cached answers only while both streams are connected and caught up: roleset's own (role
@@ -115,13 +111,10 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			Registry:      reg,
 			Pool:          pool,
 			SchemaVersion: schema,
-			Authenticator: auth.Chain{
-				cfg.StaticTokens(),
-				tokens,
-			},
-			Public:    api.PublicMethods,
-			Validator: api.Validators(),
-			Register:  h.Register,
+			Authenticator: tokens.After(cfg.StaticTokens()),
+			Public:        api.PublicMethods,
+			Validator:     api.Validators(),
+			Register:      h.Register,
 			Background: []func(context.Context) error{
 				own.Run,
 				fol.Run,

@@ -125,8 +125,7 @@ func TestTokensThroughPolicy(t *testing.T) {
 				calls := map[string]func() error{
 					"ListRoles": func() error { return listRoles(tc.Token) },
 					"ListClusters": func() error {
-						_, err := clusters.ListClusters(servicetest.Bearer(tc.Token), &rolesetv1.ListClustersRequest{})
-						return err
+						return servicetest.Err(clusters.ListClusters(servicetest.Bearer(tc.Token), &rolesetv1.ListClustersRequest{}))
 					},
 					"GetPermissions": func() error {
 						_, err := datatables.GetPermissions(servicetest.Bearer(tc.Token), &rolesetv1.GetPermissionsRequest{Workspace: "acme", Name: "main"})

@@ -24,8 +24,7 @@ import (
 func (f *fixture) checkRows(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := secret.ParseKeyring(f.keySpec)
-	require.NoError(t, err)
+	keys := f.keyring(t)
 	rows, err := f.r.pool.Query(ctx, `SELECT cluster_id, login, password_enc FROM datatable_role_set`)
 	require.NoError(t, err)
 	type row struct {

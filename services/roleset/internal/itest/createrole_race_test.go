@@ -14,7 +14,6 @@ import (
 
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
-	"github.com/millwright/millwright/services/roleset/internal/secret"
 )
 
 // TestCreateRoleRace: 8 concurrent CreateRole calls of one name (client retries while the
@@ -31,8 +30,7 @@ func TestCreateRoleRace(t *testing.T) {
 	b := e.start()
 	e.registerCluster(a)
 	ctx := context.Background()
-	keys, err := secret.ParseKeyring(e.keySpec)
-	require.NoError(t, err)
+	keys := e.keyring(t)
 	super, err := pgx.Connect(ctx, e.superDSN)
 	require.NoError(t, err)
 	defer super.Close(ctx)

@@ -199,7 +199,6 @@ type replica struct {
 	stream *stream.Stream
 	fol    *stream.LiveFollower
 	cache  *engine.Cache
-	addr   string
 	cc     *grpc.ClientConn
 	pool   *pgxpool.Pool
 }
@@ -309,13 +308,11 @@ func (e *env) dropClusterRoles() {
 	}
 }
 
-// authInterceptor is the server's auth step for tests: the static admin token on admin RPCs,
-// nothing on the public ones (their bearer is a job token the engine checks).
-func interceptors() grpc.ServerOption {
-	return interceptorsWith(auth.Static{AdminToken: adminToken})
-}
+// adminOnly authenticates the static admin token only: a replica's admin RPCs.
+var adminOnly = auth.Static{AdminToken: adminToken}
 
-// interceptorsWith is interceptors with another authenticator for the admin RPCs.
+// interceptorsWith is the server's auth and validation step for tests: a on the admin RPCs,
+// nothing on the public ones (their bearer is a job token the engine checks).
 func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 	v := api.Validators()
 	public := map[string]bool{}
@@ -342,8 +339,6 @@ func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 	return grpc.ChainUnaryInterceptor(unary)
 }
 
-// start starts a replica: its own pools, stream listener, policy follower, caches and gRPC
-// server, sharing the databases with the others.
 // startOther starts a replica of another instance on the same database and cluster, and
 // returns it with that instance's id.
 func (e *env) startOther() (*replica, string) {
@@ -351,34 +346,60 @@ func (e *env) startOther() (*replica, string) {
 	return e.start(func(c *engine.Config) { c.InstanceID = other }), other
 }
 
+// keyring is the replicas' key ring, for tests that decrypt what roleset stored.
+func (e *env) keyring(t testing.TB) *secret.Keyring {
+	keys, err := secret.ParseKeyring(e.keySpec)
+	require.NoError(t, err)
+	return keys
+}
+
+// newPool opens a pool on roleset's database, closed at cleanup; tracer (if not nil) sees
+// every statement it sends.
+func (e *env) newPool(t testing.TB, tracer pgx.QueryTracer) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(e.svcDSN)
+	require.NoError(t, err)
+	cfg.MaxConns = 24
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// newEngine builds an engine of this instance (opts change its config) over pool, asking a
+// new connection to policy, answering from cache.
+func (e *env) newEngine(t testing.TB, pool *pgxpool.Pool, cache *engine.Cache, opts ...func(*engine.Config)) (*engine.Engine, *policyidentity.Client) {
+	ccfg := engine.Config{InstanceID: e.instance, Keys: e.keyring(t)}
+	for _, o := range opts {
+		o(&ccfg)
+	}
+	pol := policyidentity.New(dial(t, e.policyAddr))
+	return engine.New(ccfg, store.New(pool), pol, cache), pol
+}
+
+// serveAPI serves eng's API like a replica does (admin RPCs authenticated by authn) and
+// returns a connection to it.
+func serveAPI(t testing.TB, srv *api.Server, authn auth.Authenticator) *grpc.ClientConn {
+	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn)))
+}
+
+// start starts a replica: its own pools, stream listener, policy follower, caches and gRPC
+// server, sharing the databases with the others.
 func (e *env) start(opts ...func(*engine.Config)) *replica {
 	t := e.t
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cfg, err := pgxpool.ParseConfig(e.svcDSN)
-	require.NoError(t, err)
-	cfg.MaxConns = 24
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	keys, err := secret.ParseKeyring(e.keySpec)
-	require.NoError(t, err)
+	pool := e.newPool(t, nil)
 	own := stream.New(pool, stream.Options{PollInterval: 200 * time.Millisecond, PruneInterval: -1})
-	pol := policyidentity.New(dial(t, e.policyAddr))
 	r := &replica{stream: own, pool: pool}
 	r.cache = engine.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
-	ccfg := engine.Config{InstanceID: e.instance, Keys: keys}
-	for _, o := range opts {
-		o(&ccfg)
-	}
-	r.eng = engine.New(ccfg, store.New(pool), pol, r.cache)
+	var pol *policyidentity.Client
+	r.eng, pol = e.newEngine(t, pool, r.cache, opts...)
 	r.fol = pol.Follower(r.eng, nil)
 	own.Subscribe(func(stream.Event) { r.eng.DropConnections() })
 	go func() { _ = own.Run(ctx) }()
 	go func() { _ = r.fol.Run(ctx) }()
-	h := &api.Server{Engine: r.eng, Stream: own}
-	r.addr = serveGRPC(t, h.Register, interceptors())
-	r.cc = dial(t, r.addr)
+	r.cc = serveAPI(t, &api.Server{Engine: r.eng, Stream: own}, adminOnly)
 	select {
 	case <-own.Ready():
 	case <-time.After(10 * time.Second):

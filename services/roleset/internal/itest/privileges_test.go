@@ -1,13 +1,11 @@
 package itest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
+	"github.com/millwright/millwright/pkg/servicetest"
 	"github.com/millwright/millwright/services/roleset/internal/app"
 )
 
@@ -578,7 +577,7 @@ func TestRunbookPrivileges(t *testing.T) {
 
 			// The monitor loop (every replica, every sweep interval) logs it as a warning and
 			// counts a failed sweep.
-			var buf privLogBuffer
+			var buf servicetest.LogBuffer
 			var counts app.SweepCounts
 			mctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
@@ -631,22 +630,4 @@ func (p *privEnv) checkStuck(t *testing.T, set *rolesetv1.ResolveConnectionRespo
 	rows, err := privVisible(sess)
 	require.NoError(t, err, "and it keeps working")
 	require.Equal(t, []int{1, 2, 3, 4}, rows, "with both roles' rows")
-}
-
-// privLogBuffer is a bytes.Buffer safe for the monitor goroutine and the test.
-type privLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *privLogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *privLogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -19,7 +18,6 @@ import (
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
-	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 )
 
@@ -31,8 +29,7 @@ type setLoginRow struct {
 // setLogins reads every set-login row of roleset's database, passwords decrypted.
 func (f *fixture) setLogins(t *testing.T) map[string]setLoginRow {
 	t.Helper()
-	keys, err := secret.ParseKeyring(f.keySpec)
-	require.NoError(t, err)
+	keys := f.keyring(t)
 	rows, err := f.r.pool.Query(context.Background(), `SELECT cluster_id, login, instance_id, password_enc FROM datatable_role_set`)
 	require.NoError(t, err)
 	out := map[string]setLoginRow{}
@@ -211,12 +208,6 @@ func (sweepTestTokens) Authenticate(_ context.Context, tok string) (auth.Identit
 	return auth.Identity{}, auth.ErrUnknownToken
 }
 
-// serveSweepWithAuth serves the engine like the harness does, authenticating admin RPCs with authn.
-func serveSweepWithAuth(t *testing.T, eng *engine.Engine, authn auth.Authenticator) *grpc.ClientConn {
-	srv := &api.Server{Engine: eng}
-	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn)))
-}
-
 // TestSweepRPC: RoleService.Sweep runs the sweep now and returns its counts (two stale logins
 // dropped, one interrupted retire finished). It is an admin RPC: a job token (a real one,
 // which policy knows) or no token is refused by roleset's authenticator, and a user or job
@@ -247,7 +238,7 @@ func TestSweepRPC(t *testing.T) {
 		require.True(t, f.onCluster(t, half.GetUser()))
 	}
 
-	chained := serveSweepWithAuth(t, f.r.eng, auth.Chain{auth.Static{AdminToken: adminToken, ServiceToken: sweepServiceToken}, sweepTestTokens{}})
+	chained := serveAPI(t, &api.Server{Engine: f.r.eng}, auth.Chain{auth.Static{AdminToken: adminToken, ServiceToken: sweepServiceToken}, sweepTestTokens{}})
 	refusals := []struct {
 		name   string
 		roles  rolesetv1.RoleServiceClient

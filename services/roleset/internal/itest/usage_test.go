@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
@@ -14,10 +13,6 @@ import (
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
-	"github.com/millwright/millwright/services/roleset/internal/engine"
-	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
-	"github.com/millwright/millwright/services/roleset/internal/secret"
-	"github.com/millwright/millwright/services/roleset/internal/store"
 )
 
 // lastUsedAt reads a set login's last_used_at from roleset's database.
@@ -98,18 +93,9 @@ func TestWarmPathNoDatabase(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	counter := &pgtest.Statements{}
-	cfg, err := pgxpool.ParseConfig(f.svcDSN)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	keys, err := secret.ParseKeyring(f.keySpec)
-	require.NoError(t, err)
-	eng := engine.New(engine.Config{InstanceID: f.instance, Keys: keys}, store.New(pool), policyidentity.New(dial(t, f.policyAddr)), f.r.cache)
+	eng, _ := f.newEngine(t, f.newPool(t, counter), f.r.cache)
 	t.Cleanup(eng.Close)
-	srv := &api.Server{Engine: eng}
-	conns := rolesetv1.NewConnectionServiceClient(dial(t, serveGRPC(t, srv.Register, interceptors())))
+	conns := rolesetv1.NewConnectionServiceClient(serveAPI(t, &api.Server{Engine: eng}, adminOnly))
 
 	cases := []struct {
 		name, token, ref string

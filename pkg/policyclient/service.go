@@ -3,6 +3,7 @@ package policyclient
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/server"
 )
 
@@ -15,3 +16,11 @@ func (a *Authenticator) Collectors(svc string) []prometheus.Collector {
 			Help: "Policy-issued tokens (user, job) whose identity this process has cached."},
 			func() float64 { return float64(a.Len()) }))
 }
+
+// After is how a service other than policy authenticates bearer tokens: its two config tokens
+// first (they never need policy, so the operator and the platform keep working while policy is
+// away), then policy's user and job tokens through a, cached per process and dropped by
+// policy's stream on revoke. The services refuse user and job tokens on their admin RPCs;
+// those authenticate so that the refusal is a PermissionDenied naming the rule, and a revoked
+// token an Unauthenticated.
+func (a *Authenticator) After(config auth.Static) auth.Chain { return auth.Chain{config, a} }
