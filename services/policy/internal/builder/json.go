@@ -22,6 +22,9 @@ import (
 //   - Bounded, cheap work. Nesting depth is checked while reading, before descending (see
 //     enter), and the tree is a flat array of 12-byte nodes over the source string, so a
 //     10k-step flow is parsed without a per-value allocation.
+//
+// For the same first reason it refuses a number beyond a 64-bit float's range, which fits the
+// JSON grammar but which readers disagree on (see number).
 
 type kind uint8
 
@@ -228,6 +231,7 @@ func (p *parser) number() error {
 	if i < len(s) && s[i] == '-' {
 		i++
 	}
+	intStart := i
 	switch {
 	case i < len(s) && s[i] == '0':
 		i++
@@ -237,11 +241,13 @@ func (p *parser) number() error {
 		p.pos = i
 		return p.fail("invalid number")
 	}
-	ok := true
+	intDigits := i - intStart
+	ok, exp := true, false
 	if i < len(s) && s[i] == '.' {
 		i, ok = digits(s, i+1)
 	}
 	if ok && i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		exp = true
 		i++
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
@@ -251,6 +257,18 @@ func (p *parser) number() error {
 	p.pos = i
 	if !ok {
 		return p.fail("invalid number")
+	}
+	// A number beyond a 64-bit float's range means different things to different readers:
+	// serde_json's Value (the platform's) and encoding/json refuse it ("number out of range"),
+	// a raw-value skip or a Postgres numeric keeps it. Which document runs would depend on the
+	// reader, so it is refused. Without an exponent, at most 308 integer digits are below 1e308
+	// and cannot overflow, so only the rare rest is converted. A number too small to represent
+	// reads as 0 in every float reader and is accepted, as they accept it.
+	if exp || intDigits > 308 {
+		if _, err := strconv.ParseFloat(s[start:i], 64); err != nil {
+			p.pos = start
+			return p.fail("number out of range: beyond a 64-bit float (about ±1.8e308)")
+		}
 	}
 	n := p.newNode(kNumber)
 	p.d.nodes[n].a, p.d.nodes[n].b = int32(start), int32(i)

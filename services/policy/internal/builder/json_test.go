@@ -3,6 +3,7 @@ package builder
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,6 +124,49 @@ func TestParseRefuses(t *testing.T) {
 			require.ErrorAs(t, err, &ie)
 			assert.Contains(t, ie.Rule, c.rule)
 			assert.Equal(t, DocFlow, ie.Doc)
+		})
+	}
+}
+
+// TestParseNumberRange: a number beyond a 64-bit float's range is refused where it starts, as
+// the platform's reader and encoding/json refuse it (the fuzzer found "2" and 310 zeros accepted);
+// the largest float, long numbers that fit, and underflow to 0 are accepted as they accept them.
+func TestParseNumberRange(t *testing.T) {
+	const rule = "number out of range: beyond a 64-bit float (about ±1.8e308)"
+	for _, c := range []struct {
+		name, in string
+		at       int // byte offset of the refused number; -1: accepted
+	}{
+		{"fuzz 2e310 as digits", "2" + strings.Repeat("0", 310), 0},
+		{"309 digits over max", "2" + strings.Repeat("0", 308), 0},
+		{"exponent", `1e309`, 0},
+		{"negative", `-1e309`, 0},
+		{"fraction and exponent", `1.8e308`, 0},
+		{"nested in a flow", `{"modules":[],"x":[1,1E+400]}`, 21},
+		{"a megabyte of digits", "1" + strings.Repeat("0", 1<<20), 0},
+		{"largest float", `1.7976931348623157e308`, -1},
+		{"negative largest float", `-1.7976931348623157e308`, -1},
+		{"308 nines", strings.Repeat("9", 308), -1},
+		{"1e308 as digits", "1" + strings.Repeat("0", 308), -1},
+		{"many leading fraction zeros", "0." + strings.Repeat("0", 400) + "1e400", -1},
+		{"underflow", `1e-400`, -1},
+		{"zero with a huge exponent", `0e99999`, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseDoc([]byte(c.in), DocFlow, DefaultLimits())
+			stdErr := json.Unmarshal([]byte(c.in), new(any))
+			if c.at < 0 {
+				require.NoError(t, err)
+				require.NoError(t, stdErr, "encoding/json accepts it too")
+				return
+			}
+			require.Error(t, stdErr, "encoding/json refuses it too")
+			var ie *InputError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, DocFlow, ie.Doc)
+			assert.Equal(t, fmt.Sprintf("malformed JSON at byte %d: %s", c.at, rule), ie.Rule)
+			assert.Empty(t, ie.Pointer, "parser refusals are located by byte offset")
+			assert.False(t, ie.Limit, "a shape refusal (INVALID_FIELD), not a configured limit")
 		})
 	}
 }
