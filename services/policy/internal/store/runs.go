@@ -244,15 +244,19 @@ func (s *Store) RunByToken(ctx context.Context, digest []byte) (Run, error) {
 // while its run is unfinished. The statement's one "run" event per finished run comes from
 // run_stream_update (migration 00008), appended at the end of the statement for the whole
 // batch. The UPDATE re-checks a row after waiting for a concurrent writer, so two racing calls
-// finish once. It answers, per item, whether the run exists in that workspace.
+// finish once. It answers, per item, whether the run exists in that workspace: a run it just
+// finished is found among the updated rows, so only a run finished before (or none) is looked
+// up again.
 const finishRunsSQL = `
 WITH req AS (
     SELECT * FROM unnest($1::int[], $2::uuid[], $3::text[]) AS q(i, job_id, ws)
 ), fr AS (
     UPDATE run SET finished_at = now() FROM req q
     WHERE run.job_id = q.job_id AND run.workspace_id = q.ws AND run.finished_at IS NULL
+    RETURNING q.i
 )
-SELECT q.i, EXISTS (SELECT 1 FROM run WHERE run.job_id = q.job_id AND run.workspace_id = q.ws)
+SELECT q.i, EXISTS (SELECT 1 FROM fr WHERE fr.i = q.i)
+            OR EXISTS (SELECT 1 FROM run WHERE run.job_id = q.job_id AND run.workspace_id = q.ws)
 FROM req q ORDER BY q.i`
 
 type finish struct{ ws, jobID string }
