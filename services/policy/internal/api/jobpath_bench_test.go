@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/health/grpc_health_v1"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
@@ -26,7 +27,8 @@ import (
 // both over gRPC with the service token against real policy servers, at each caller count;
 // and, in the same run on the same Postgres, the baseline: a bare INSERT transaction then an
 // UPDATE transaction on a scratch table, with one connection per caller. It prints runs/s and
-// the p50 of a unit for both, and their ratio. It is skipped unless JOBPATH_BENCH=1
+// the p50 of a unit for both, and their ratio; and the floor, the baseline plus two gRPC round
+// trips, the least that two calls per job can cost. It is skipped unless JOBPATH_BENCH=1
 // (`make bench-jobpath`), because it loads the machine for a while.
 //
 // Knobs (environment): JOBPATH_CALLERS (default "1,64"), JOBPATH_REPLICAS (policy servers on
@@ -74,6 +76,19 @@ func TestJobPathBench(t *testing.T) {
 		_, err := pool.Exec(ctx, `UPDATE bench_scratch SET finished_at = now() WHERE id = $1`, id)
 		return err
 	}
+	// The floor: the baseline plus two gRPC round trips to a policy server (health checks:
+	// no database), what any design with one RecordRun and one FinishRun call pays at least.
+	floor := func(n int) func(ctx context.Context, caller int) error {
+		return func(ctx context.Context, caller int) error {
+			h := grpc_health_v1.NewHealthClient(reps[caller%n].conn)
+			for range 2 {
+				if _, err := h.Check(ctx, &grpc_health_v1.HealthCheckRequest{}); err != nil {
+					return err
+				}
+			}
+			return baseline(ctx, caller)
+		}
+	}
 	jobpath := func(n int) func(ctx context.Context, caller int) error {
 		return func(ctx context.Context, caller int) error {
 			r := reps[caller%n]
@@ -92,25 +107,28 @@ func TestJobPathBench(t *testing.T) {
 	for _, c := range callers {
 		measure(t, c, 300*time.Millisecond, baseline)
 		measure(t, c, 300*time.Millisecond, jobpath(maxReplicas))
+		measure(t, c, 300*time.Millisecond, floor(maxReplicas))
 	}
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "\njob path: %d round(s) of %s each, medians\n", rounds, dur)
-	fmt.Fprintf(&out, "| replicas | callers | record + finish | bare insert + update | ratio runs/s | ratio p50 |\n")
-	fmt.Fprintf(&out, "| --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&out, "| replicas | callers | record + finish | bare insert + update | ratio runs/s | ratio p50 | floor: bare + 2 gRPC calls | floor ratio p50 |\n")
+	fmt.Fprintf(&out, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, n := range replicaCounts {
 		for _, c := range callers {
-			var jr, br []result
+			var jr, br, fr []result
 			for range rounds {
 				br = append(br, measure(t, c, dur, baseline))
 				jr = append(jr, measure(t, c, dur, jobpath(n)))
+				fr = append(fr, measure(t, c, dur, floor(n)))
 			}
-			j, b := medianOf(jr), medianOf(br)
-			fmt.Fprintf(&out, "| %d | %d | %.0f runs/s, p50 %.2f ms | %.0f /s, p50 %.2f ms | %.2fx | %.2fx |\n",
-				n, c, j.rate, ms(j.p50), b.rate, ms(b.p50), j.rate/b.rate, float64(j.p50)/float64(b.p50))
+			j, b, f := medianOf(jr), medianOf(br), medianOf(fr)
+			fmt.Fprintf(&out, "| %d | %d | %.0f runs/s, p50 %.2f ms | %.0f /s, p50 %.2f ms | %.2fx | %.2fx | %.0f /s, p50 %.2f ms | %.2fx |\n",
+				n, c, j.rate, ms(j.p50), b.rate, ms(b.p50), j.rate/b.rate, float64(j.p50)/float64(b.p50),
+				f.rate, ms(f.p50), float64(f.p50)/float64(b.p50))
 			for i := range jr {
-				t.Logf("replicas=%d callers=%d round %d: job path %.0f/s p50 %.2f ms; baseline %.0f/s p50 %.2f ms",
-					n, c, i+1, jr[i].rate, ms(jr[i].p50), br[i].rate, ms(br[i].p50))
+				t.Logf("replicas=%d callers=%d round %d: job path %.0f/s p50 %.2f ms; baseline %.0f/s p50 %.2f ms; floor %.0f/s p50 %.2f ms",
+					n, c, i+1, jr[i].rate, ms(jr[i].p50), br[i].rate, ms(br[i].p50), fr[i].rate, ms(fr[i].p50))
 			}
 		}
 	}

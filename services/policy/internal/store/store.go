@@ -28,7 +28,7 @@ type Store struct {
 // at once (each holds a connection through its COMMIT).
 const (
 	maxBatch = 128
-	maxFlush = 4
+	maxFlush = 2
 )
 
 // New returns a Store over pool.
