@@ -121,13 +121,22 @@ const readSQL = `SELECT id, kind, workspace, key, op, payload, created_at
 // batchSize bounds one catch-up read; callers loop until a short batch.
 const batchSize = 1000
 
-// readAfter reads up to limit events after `after`, up to the safe head (two statements: the
-// head, then the rows).
-func readAfter(ctx context.Context, q queryer, after int64, limit int) ([]Event, error) {
-	var head int64
-	if err := q.QueryRow(ctx, `SELECT stream_safe_head()`).Scan(&head); err != nil {
-		return nil, fmt.Errorf("stream: read head: %w", err)
+// tryHead is Head without the wait: ok is false, and nothing waited, when a commit holding the
+// stream's lock is in flight.
+func tryHead(ctx context.Context, q Querier) (head int64, ok bool, err error) {
+	var h *int64
+	if err := q.QueryRow(ctx, `SELECT stream_try_safe_head()`).Scan(&h); err != nil {
+		return 0, false, fmt.Errorf("stream: read head: %w", err)
 	}
+	if h == nil {
+		return 0, false, nil
+	}
+	return *h, true, nil
+}
+
+// readAfter reads up to limit events after `after`, up to head, a safe head read before it by
+// a statement of its own (Head, tryHead).
+func readAfter(ctx context.Context, q queryer, after, head int64, limit int) ([]Event, error) {
 	if head <= after {
 		return nil, nil
 	}

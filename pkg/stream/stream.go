@@ -270,21 +270,9 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 	// picks up the writers that committed just after the notifying one; idle, it falls back to
 	// PollInterval.
 	wait := s.opts.PollInterval
-	var lastRead time.Time
+	b := &barrier{conn: conn}
 	for {
-		// At most one read per readGap: each read's safe head waits for the commits in flight
-		// and holds back the writers that arrive meanwhile (UpgradeSQL), so a listener woken
-		// by every commit of a busy job path would stall it. Events are delivered in batches
-		// instead, at most readGap later.
-		if gap := readGap - time.Since(lastRead); gap > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(gap):
-			}
-		}
-		lastRead = time.Now()
-		delivered, pending, err := s.catchUp(ctx, conn)
+		delivered, pending, err := s.catchUp(ctx, conn, b)
 		if err != nil {
 			return err
 		}
@@ -304,11 +292,37 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 }
 
 // quickPoll is the listener's first re-read after it delivered events (see listen); readGap
-// the least time between two reads (the most a notified event waits for its read).
+// the least time between two safe heads that wait for commits in flight (see barrier).
 const (
 	quickPoll = 10 * time.Millisecond
 	readGap   = 10 * time.Millisecond
 )
+
+// barrier is the listener's source of safe heads. A safe head that has to wait for commits in
+// flight also holds back the writers that arrive meanwhile (UpgradeSQL), so a listener woken by
+// every commit of a busy job path would stall it: such waiting heads are taken at most once per
+// readGap, and the events between are delivered in batches, at most readGap later. When no
+// commit is in flight the head is taken at once (tryHead), which stalls nobody: a lone write
+// is delivered within a round trip of its commit.
+type barrier struct {
+	conn        *pgx.Conn
+	lastWaiting time.Time
+}
+
+func (b *barrier) head(ctx context.Context) (int64, error) {
+	if h, ok, err := tryHead(ctx, b.conn); err != nil || ok {
+		return h, err
+	}
+	if gap := readGap - time.Since(b.lastWaiting); gap > 0 {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(gap):
+		}
+	}
+	b.lastWaiting = time.Now()
+	return Head(ctx, b.conn)
+}
 
 func (s *Stream) startPosition(ctx context.Context, q Querier) (int64, error) {
 	if s.opts.StartAfter != nil {
@@ -344,10 +358,14 @@ func (s *Stream) waitNotification(ctx context.Context, conn *pgx.Conn, d time.Du
 
 // catchUp delivers every safe event after Position, in id order. delivered says it delivered
 // something; pending that committed events after the new Position are not safe yet.
-func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn) (delivered, pending bool, err error) {
+func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn, b *barrier) (delivered, pending bool, err error) {
 	for {
 		pos := s.Position()
-		evs, err := readAfter(ctx, conn, pos, batchSize)
+		head, err := b.head(ctx)
+		if err != nil {
+			return delivered, false, err
+		}
+		evs, err := readAfter(ctx, conn, pos, head, batchSize)
 		if err != nil {
 			return delivered, false, err
 		}

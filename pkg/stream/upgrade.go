@@ -122,6 +122,18 @@ BEGIN
     RETURN h;
 END $$;
 
+-- stream_safe_head without the wait: NULL when a writer holds the lock (a commit is in flight),
+-- so a listener can read at once when nothing is committing, without queueing the writers
+-- that arrive meanwhile, and space out only the reads that would (Stream.listen).
+CREATE OR REPLACE FUNCTION stream_try_safe_head() RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(7294013770136241409) THEN
+        RETURN NULL;
+    END IF;
+    RETURN greatest(coalesce((SELECT max(id) FROM stream_outbox), 0), (SELECT pruned_through FROM stream_state));
+END $$;
+
 -- The outbox partitioned by time (issue 12), so that pruning drops whole partitions (O(1) per
 -- period) instead of deleting rows. Skipped once stream_outbox is partitioned. Existing rows
 -- stay where they are: the old table becomes the partition stream_outbox_legacy, covering

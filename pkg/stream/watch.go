@@ -70,7 +70,11 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 
 	// Backlog.
 	for {
-		evs, err := readAfter(ctx, s.pool, *cursor, batchSize)
+		h, err := Head(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		evs, err := readAfter(ctx, s.pool, *cursor, h, batchSize)
 		if err != nil {
 			return err
 		}
