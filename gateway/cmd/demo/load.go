@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
@@ -392,8 +393,16 @@ func (l *loader) datatable(ctx context.Context) error {
 	dt := rolesetv1.NewDatatableServiceClient(l.rs)
 	if _, err := dt.UpsertDatatable(ctx, &rolesetv1.UpsertDatatableRequest{Workspace: workspace, Name: datatable,
 		ClusterId: cluster, Database: t.database, AdminUser: t.user, AdminPassword: t.password,
-		DefaultRole: "$none"}); err != nil {
+		DefaultRole: "$none", ViewerAccess: proto.Bool(true)}); err != nil {
 		return fmt.Errorf("data table: %w", err)
+	}
+	// A second data table on the same database that has not opted in to ?as=viewer (its
+	// policies were not written per viewer): a job that asks for its viewer there is refused
+	// with VIEWER_ACCESS_OFF.
+	if _, err := dt.UpsertDatatable(ctx, &rolesetv1.UpsertDatatableRequest{Workspace: workspace, Name: "ledger",
+		ClusterId: cluster, Database: t.database, AdminUser: t.user, AdminPassword: t.password,
+		DefaultRole: "$none", ViewerAccess: proto.Bool(false)}); err != nil {
+		return fmt.Errorf("data table ledger: %w", err)
 	}
 	perms := map[string]*rolesetv1.Tenants{}
 	for name, list := range tenants {

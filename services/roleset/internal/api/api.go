@@ -136,6 +136,9 @@ func mapCoreError(ctx context.Context, ce *engine.Error) error {
 	case engine.CodeNotOurs:
 		code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS
 		md = map[string]string{"role": ce.Field}
+	case engine.CodeViewerAccessOff:
+		code, R = codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_VIEWER_ACCESS_OFF
+		md = map[string]string{"datatable": ce.Field}
 	case engine.CodeTampered:
 		code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED
 		md = map[string]string{"role": ce.Field, "check": ce.Rule}
@@ -291,13 +294,14 @@ func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatat
 	d, err := asAdmin(ctx, func() (store.Datatable, error) {
 		return h.Engine.UpsertDatatable(ctx, engine.DatatableSpec{Workspace: req.GetWorkspace(), Name: req.GetName(),
 			ClusterID: req.GetClusterId(), Database: req.GetDatabase(), AdminUser: req.GetAdminUser(),
-			AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole()})
+			AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole(), ViewerAccess: req.ViewerAccess})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &rolesetv1.UpsertDatatableResponse{Datatable: &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name,
-		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole}}, nil
+		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole,
+		ViewerAccess: d.ViewerAccess}}, nil
 }
 
 func rolesToProto(m map[string][]string) map[string]*rolesetv1.Tenants {

@@ -33,6 +33,7 @@ func TestEveryCoreCodeIsMapped(t *testing.T) {
 		engine.CodeNotMember:          {codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_ROLE},
 		engine.CodeNotOurs:            {codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS},
 		engine.CodeTampered:           {codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED},
+		engine.CodeViewerAccessOff:    {codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_VIEWER_ACCESS_OFF},
 	}
 	require.Len(t, engine.Codes(), len(want), "a core Code without a row in this table")
 	for _, c := range engine.Codes() {

@@ -41,6 +41,8 @@ func (e *Engine) UpsertCluster(ctx context.Context, c ClusterSpec) (store.Cluste
 // DatatableSpec is a data table registration as an administrator sends it, password in clear.
 type DatatableSpec struct {
 	Workspace, Name, ClusterID, Database, AdminUser, AdminPassword, DefaultRole string
+	// ViewerAccess opts in to ?as=viewer; nil keeps the stored value (off for a new data table).
+	ViewerAccess *bool
 }
 
 // UpsertDatatable registers or replaces a data table (its permissions are kept).
@@ -50,7 +52,7 @@ func (e *Engine) UpsertDatatable(ctx context.Context, d DatatableSpec) (store.Da
 		return store.Datatable{}, err
 	}
 	out, err := e.store.UpsertDatatable(ctx, store.Datatable{Workspace: d.Workspace, Name: d.Name, ClusterID: d.ClusterID,
-		Database: d.Database, AdminUser: d.AdminUser, AdminPasswordEnc: enc, DefaultRole: d.DefaultRole})
+		Database: d.Database, AdminUser: d.AdminUser, AdminPasswordEnc: enc, DefaultRole: d.DefaultRole}, d.ViewerAccess)
 	if errors.Is(err, store.ErrDefaultNotAttached) {
 		return store.Datatable{}, errDefaultNotAttached()
 	}

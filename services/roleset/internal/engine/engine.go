@@ -281,6 +281,11 @@ func (e *Engine) Decide(ctx context.Context, token string, ref datatableref.Ref)
 }
 
 func (e *Engine) decideViewer(ctx context.Context, run Run, d *Decision) (*Decision, error) {
+	// Only where the data table opted in: its policies must be written to answer per viewer.
+	if !d.dt.ViewerAccess {
+		return nil, &Error{Code: CodeViewerAccessOff, Field: d.dt.Name,
+			Msg: fmt.Sprintf("data table %q does not allow ?as=viewer (its viewer_access is off)", d.dt.Name)}
+	}
 	// The viewer is the one policy recorded when the run started, nothing else. No viewer
 	// (anonymous app, schedule, trigger, AI tool job) is refused, never resolved as the owner.
 	if !run.HasViewer || run.ViewerEmail == "" {

@@ -40,6 +40,8 @@ const (
 	// CodeTampered is a role of ours that someone else changed in a way we cannot undo, or
 	// that failed the check after the reset (Field: the role name, Rule: the check).
 	CodeTampered
+	// CodeViewerAccessOff is ?as=viewer on a data table that has not opted in to it.
+	CodeViewerAccessOff
 
 	codeEnd // one past the last Code; add new Codes above
 )

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 )
@@ -45,7 +46,8 @@ func newFixtureN(t testing.TB, replicas int) *fixture {
 			fmt.Sprintf(`CREATE POLICY p_%[1]s ON orders FOR SELECT USING (region = '%[1]s' AND pg_has_role(current_user, '%[2]s', 'member'))`, region, r.GetName()))
 	}
 	_, err := f.r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: "main",
-		ClusterId: e.clusterID, Database: e.targetDB, AdminUser: e.adminUser, AdminPassword: e.adminPass, DefaultRole: "$none"})
+		ClusterId: e.clusterID, Database: e.targetDB, AdminUser: e.adminUser, AdminPassword: e.adminPass, DefaultRole: "$none",
+		ViewerAccess: proto.Bool(true)})
 	require.NoError(t, err)
 	_, err = f.r.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
 		DefaultRole: f.emea.GetRoleId(), Roles: map[string]*rolesetv1.Tenants{

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
@@ -295,7 +296,8 @@ func (p *privEnv) createRoles(t *testing.T) {
 		fmt.Sprintf(`CREATE POLICY p_b ON orders FOR SELECT USING (region = 'b' AND (SELECT pg_has_role(current_user, %d::oid, 'member')))`, p.b.GetOid()),
 		`RESET ROLE`)
 	_, err := p.r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: "main",
-		ClusterId: p.clusterID, Database: p.targetDB, AdminUser: p.owner, AdminPassword: "unused-" + randHex(8), DefaultRole: "$none"})
+		ClusterId: p.clusterID, Database: p.targetDB, AdminUser: p.owner, AdminPassword: "unused-" + randHex(8), DefaultRole: "$none",
+		ViewerAccess: proto.Bool(true)})
 	require.NoError(t, err)
 	_, err = p.r.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
 		DefaultRole: "$none", Roles: map[string]*rolesetv1.Tenants{

@@ -33,8 +33,9 @@ type rules struct {
 			Tenants     map[string][]string `json:"tenants"`
 		} `json:"permissions"`
 		Datatables []struct {
-			Name        string `json:"name"`
-			DefaultRole string `json:"default_role"`
+			Name         string `json:"name"`
+			DefaultRole  string `json:"default_role"`
+			ViewerAccess *bool  `json:"viewer_access"`
 		} `json:"datatables"`
 	} `json:"setup"`
 	Runs             map[string]ruleRun `json:"runs"`
@@ -110,7 +111,8 @@ func TestRules(t *testing.T) {
 	}
 	for _, d := range rs.Setup.Datatables {
 		_, err := f.r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: d.Name,
-			ClusterId: f.clusterID, Database: f.targetDB, AdminUser: f.adminUser, AdminPassword: f.adminPass, DefaultRole: id(d.DefaultRole)})
+			ClusterId: f.clusterID, Database: f.targetDB, AdminUser: f.adminUser, AdminPassword: f.adminPass, DefaultRole: id(d.DefaultRole),
+			ViewerAccess: d.ViewerAccess})
 		require.NoError(t, err)
 	}
 	for dt, p := range rs.Setup.Permissions {

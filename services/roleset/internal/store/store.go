@@ -71,7 +71,9 @@ type Datatable struct {
 	AdminUser        string
 	AdminPasswordEnc []byte
 	DefaultRole      string
-	Roles            map[string][]string // role id or "admin" -> tenants
+	// ViewerAccess: jobs may connect ?as=viewer (the data table opted in).
+	ViewerAccess bool
+	Roles        map[string][]string // role id or "admin" -> tenants
 }
 
 // RoleSet is a datatable_role_set row.
@@ -345,23 +347,25 @@ func (s *Store) DeleteRoleRow(ctx context.Context, id int64) error {
 // ---- data tables ----
 
 // UpsertDatatable inserts or replaces a data table's connection and default role; its
-// permissions (roles) are kept.
-func (s *Store) UpsertDatatable(ctx context.Context, d Datatable) (Datatable, error) {
+// permissions (roles) are kept. viewerAccess nil keeps the stored opt-in (off for a new data
+// table); d.ViewerAccess is ignored and returned as stored.
+func (s *Store) UpsertDatatable(ctx context.Context, d Datatable, viewerAccess *bool) (Datatable, error) {
 	var raw []byte
 	var attached bool
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		// The default role (a role id) must be a key of the roles kept: checked on the row
 		// written, in the same transaction, so a refused upsert writes nothing.
 		err := tx.QueryRow(ctx, `
-INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access)
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, false))
 ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
     database = EXCLUDED.database, admin_user = EXCLUDED.admin_user,
     admin_password_enc = EXCLUDED.admin_password_enc, default_role = EXCLUDED.default_role,
+    viewer_access = coalesce($8, datatable.viewer_access),
     roles = CASE WHEN datatable.cluster_id = EXCLUDED.cluster_id THEN datatable.roles ELSE '{}'::jsonb END,
     updated_at = now()
-RETURNING roles, default_role IN ('admin', '$none') OR roles ? default_role`,
-			d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole).Scan(&raw, &attached)
+RETURNING roles, viewer_access, default_role IN ('admin', '$none') OR roles ? default_role`,
+			d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole, viewerAccess).Scan(&raw, &d.ViewerAccess, &attached)
 		if err == nil && !attached {
 			return ErrDefaultNotAttached
 		}
@@ -382,9 +386,9 @@ func (s *Store) GetDatatable(ctx context.Context, workspace, name string) (Datat
 	var d Datatable
 	var raw []byte
 	err := s.Pool.QueryRow(ctx, `
-SELECT workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, roles
+SELECT workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access, roles
 FROM datatable WHERE workspace = $1 AND name = $2`, workspace, name).Scan(
-		&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole, &raw)
+		&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole, &d.ViewerAccess, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}

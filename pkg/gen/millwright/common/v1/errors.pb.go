@@ -115,6 +115,9 @@ const (
 	// (pg_shdepend), SUPERUSER, REPLICATION or BYPASSRLS, or a state that failed the check after
 	// the reset. Adopting or taking it back was rolled back. Metadata: `role`, `check`.
 	ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED ErrorReason = 66
+	// ?as=viewer on a data table that has not opted in to it (its viewer_access is off): the
+	// data table's policies were not written to answer per viewer. Metadata: `datatable`.
+	ErrorReason_ERROR_REASON_VIEWER_ACCESS_OFF ErrorReason = 67
 	// The change would take seat usage over the licensed cap. Metadata: `before`, `after`, `cap`.
 	ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED ErrorReason = 80
 	// The billing projection has not yet applied the requested stream position.
@@ -161,6 +164,7 @@ var (
 		64: "ERROR_REASON_MALFORMED_REFERENCE",
 		65: "ERROR_REASON_CLUSTER_ROLE_NOT_OURS",
 		66: "ERROR_REASON_CLUSTER_ROLE_TAMPERED",
+		67: "ERROR_REASON_VIEWER_ACCESS_OFF",
 		80: "ERROR_REASON_SEAT_CAP_EXCEEDED",
 		81: "ERROR_REASON_PROJECTION_BEHIND",
 	}
@@ -202,6 +206,7 @@ var (
 		"ERROR_REASON_MALFORMED_REFERENCE":    64,
 		"ERROR_REASON_CLUSTER_ROLE_NOT_OURS":  65,
 		"ERROR_REASON_CLUSTER_ROLE_TAMPERED":  66,
+		"ERROR_REASON_VIEWER_ACCESS_OFF":      67,
 		"ERROR_REASON_SEAT_CAP_EXCEEDED":      80,
 		"ERROR_REASON_PROJECTION_BEHIND":      81,
 	}
@@ -238,7 +243,7 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\x98\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xbc\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
@@ -278,6 +283,7 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_MALFORMED_REFERENCE\x10@\x12&\n" +
 	"\"ERROR_REASON_CLUSTER_ROLE_NOT_OURS\x10A\x12&\n" +
 	"\"ERROR_REASON_CLUSTER_ROLE_TAMPERED\x10B\x12\"\n" +
+	"\x1eERROR_REASON_VIEWER_ACCESS_OFF\x10C\x12\"\n" +
 	"\x1eERROR_REASON_SEAT_CAP_EXCEEDED\x10P\x12\"\n" +
 	"\x1eERROR_REASON_PROJECTION_BEHIND\x10QBHZFgithub.com/millwright/millwright/pkg/gen/millwright/common/v1;commonv1b\x06proto3"
 

@@ -977,7 +977,11 @@ type Datatable struct {
 	AdminUser string `protobuf:"bytes,5,opt,name=admin_user,json=adminUser,proto3" json:"admin_user,omitempty"`
 	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
 	// of its roles); any other role id is refused (rule default_role_attached).
-	DefaultRole   string `protobuf:"bytes,6,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
+	DefaultRole string `protobuf:"bytes,6,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
+	// Whether jobs may connect ?as=viewer (the data table opted in: its row-level security is
+	// written to answer per viewer). Off refuses ?as=viewer with VIEWER_ACCESS_OFF; named roles
+	// and the default role are unaffected.
+	ViewerAccess  bool `protobuf:"varint,7,opt,name=viewer_access,json=viewerAccess,proto3" json:"viewer_access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1054,6 +1058,13 @@ func (x *Datatable) GetDefaultRole() string {
 	return ""
 }
 
+func (x *Datatable) GetViewerAccess() bool {
+	if x != nil {
+		return x.ViewerAccess
+	}
+	return false
+}
+
 // UpsertDatatableRequest creates or replaces a data table.
 type UpsertDatatableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1071,7 +1082,10 @@ type UpsertDatatableRequest struct {
 	AdminPassword string `protobuf:"bytes,6,opt,name=admin_password,json=adminPassword,proto3" json:"admin_password,omitempty"`
 	// The default role: "admin", "$none", or the id of a role attached to this data table (a key
 	// of its roles); any other role id is refused (rule default_role_attached).
-	DefaultRole   string `protobuf:"bytes,7,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
+	DefaultRole string `protobuf:"bytes,7,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
+	// Opt in to ?as=viewer (see Datatable.viewer_access). Unset keeps the stored value: off for a
+	// new data table, unchanged for an existing one.
+	ViewerAccess  *bool `protobuf:"varint,8,opt,name=viewer_access,json=viewerAccess,proto3,oneof" json:"viewer_access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1153,6 +1167,13 @@ func (x *UpsertDatatableRequest) GetDefaultRole() string {
 		return x.DefaultRole
 	}
 	return ""
+}
+
+func (x *UpsertDatatableRequest) GetViewerAccess() bool {
+	if x != nil && x.ViewerAccess != nil {
+		return *x.ViewerAccess
+	}
+	return false
 }
 
 // UpsertDatatableResponse returns the stored data table.
@@ -1965,7 +1986,7 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\fSweepRequest\"C\n" +
 	"\rSweepResponse\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x03R\adropped\x12\x18\n" +
-	"\aresumed\x18\x02 \x01(\x03R\aresumed\"\xba\x01\n" +
+	"\aresumed\x18\x02 \x01(\x03R\aresumed\"\xdf\x01\n" +
 	"\tDatatable\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1974,7 +1995,8 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\bdatabase\x18\x04 \x01(\tR\bdatabase\x12\x1d\n" +
 	"\n" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12!\n" +
-	"\fdefault_role\x18\x06 \x01(\tR\vdefaultRole\"\xee\x01\n" +
+	"\fdefault_role\x18\x06 \x01(\tR\vdefaultRole\x12#\n" +
+	"\rviewer_access\x18\a \x01(\bR\fviewerAccess\"\xaa\x02\n" +
 	"\x16UpsertDatatableRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1984,7 +2006,9 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\n" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12%\n" +
 	"\x0eadmin_password\x18\x06 \x01(\tR\radminPassword\x12!\n" +
-	"\fdefault_role\x18\a \x01(\tR\vdefaultRole\"Y\n" +
+	"\fdefault_role\x18\a \x01(\tR\vdefaultRole\x12(\n" +
+	"\rviewer_access\x18\b \x01(\bH\x00R\fviewerAccess\x88\x01\x01B\x10\n" +
+	"\x0e_viewer_access\"Y\n" +
 	"\x17UpsertDatatableResponse\x12>\n" +
 	"\tdatatable\x18\x01 \x01(\v2 .millwright.roleset.v1.DatatableR\tdatatable\"#\n" +
 	"\aTenants\x12\x18\n" +
@@ -2178,6 +2202,7 @@ func file_millwright_roleset_v1_roleset_proto_init() {
 		return
 	}
 	file_millwright_roleset_v1_roleset_proto_msgTypes[8].OneofWrappers = []any{}
+	file_millwright_roleset_v1_roleset_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
