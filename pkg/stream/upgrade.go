@@ -41,12 +41,24 @@ import (
 //
 // Wake-ups. pg_notify makes PostgreSQL serialise the commits that notify, on one global lock,
 // so a notification per transaction would serialise writers again. Only one committing
-// transaction at a time notifies (the holder of a transaction-scoped try-lock); a writer that
-// finds it taken relies on that transaction's notification, after which the listener re-reads
-// quickly a few times (see Stream.listen), which finds the writers that committed just after;
-// a notification lost that way costs at most PollInterval, like any lost notification.
+// transaction at a time notifies (stream_wake, which both appends call: the holder of a
+// transaction-scoped try-lock); a writer that finds it taken relies on that transaction's
+// notification, after which the listener re-reads quickly a few times (see Stream.listen),
+// which finds the writers that committed just after; a notification lost that way costs at
+// most PollInterval, like any lost notification.
 const UpgradeSQL = `
 DROP FUNCTION IF EXISTS stream_xid_before(xid, xid8);
+
+-- The wake-up of every append: one notifying commit at a time (see UpgradeSQL's comment), on
+-- the id the caller appended last. Delivered only if and when the transaction commits.
+CREATE OR REPLACE FUNCTION stream_wake(p_id bigint)
+RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF pg_try_advisory_xact_lock(7294013770136241411) THEN
+        PERFORM pg_notify('millwright_stream', p_id::text);
+    END IF;
+    RETURN p_id;
+END $$;
 
 CREATE OR REPLACE FUNCTION stream_append(p_kind text, p_workspace text, p_key text, p_op text, p_payload jsonb)
 RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -65,12 +77,7 @@ BEGIN
     VALUES (p_kind, coalesce(p_workspace, ''), coalesce(p_key, ''), p_op, coalesce(p_payload, '{}'::jsonb),
             clock_timestamp())
     RETURNING id INTO new_id;
-    -- One notifying commit at a time (see UpgradeSQL's comment). Delivered only if and when
-    -- the transaction commits.
-    IF pg_try_advisory_xact_lock(7294013770136241411) THEN
-        PERFORM pg_notify('millwright_stream', new_id::text);
-    END IF;
-    RETURN new_id;
+    RETURN stream_wake(new_id);
 END $$;
 
 -- Many events of one kind and op in one call, in array order (issue 12): what a statement-level
@@ -102,10 +109,7 @@ BEGIN
         RETURNING id
     )
     SELECT max(id) INTO last_id FROM ins;
-    IF pg_try_advisory_xact_lock(7294013770136241411) THEN
-        PERFORM pg_notify('millwright_stream', last_id::text);
-    END IF;
-    RETURN last_id;
+    RETURN stream_wake(last_id);
 END $$;
 
 -- The highest id up to which every id is committed or will never exist. Call it as a

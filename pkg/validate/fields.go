@@ -20,6 +20,10 @@ const (
 	RuleIdentifier = "identifier"
 )
 
+// wantName is what a group or folder name must be: the one rule of names.Group and
+// names.Folder.
+const wantName = "must be 1-50 characters of [a-z0-9_-], starting with a letter or digit"
+
 // name is the shape of every field rule: required, then the name's predicate.
 func name(field, v string, ok func(string) bool, rule, want string) error {
 	if err := Required(field, v); err != nil {
@@ -58,12 +62,12 @@ func Email(field, v string) error {
 
 // GroupName refuses anything but a group name (names.Group).
 func GroupName(field, v string) error {
-	return name(field, v, names.Group, RuleGroupName, "must be 1-50 characters of [a-z0-9_-], starting with a letter or digit")
+	return name(field, v, names.Group, RuleGroupName, wantName)
 }
 
 // FolderName refuses anything but a folder name (names.Folder).
 func FolderName(field, v string) error {
-	return name(field, v, names.Folder, RuleFolderName, "must be 1-50 characters of [a-z0-9_-], starting with a letter or digit")
+	return name(field, v, names.Folder, RuleFolderName, wantName)
 }
 
 // Path refuses anything but a catalog path (names.Path).

@@ -240,6 +240,16 @@ const (
 
 var fieldNames = [nFields]string{"type", "path", "hash", "tag_override", "tag", "modules", "default", "branches", "tools", "agent", "modules_node", "default_node", "tool_type", "input_transforms", "iterator"}
 
+// fieldsByFirst indexes fieldNames by their first byte: collect rejects most keys of a step
+// (id, summary...) by one array lookup, without a string comparison, and compares the others
+// with at most five names.
+var fieldsByFirst = func() (t [256][]uint8) {
+	for i, n := range fieldNames {
+		t[n[0]] = append(t[n[0]], uint8(i))
+	}
+	return t
+}()
+
 type fields struct {
 	m  [nFields]member
 	ok [nFields]bool
@@ -256,63 +266,11 @@ func collect(d *doc, obj int32, f *fields) {
 		if k == "" {
 			continue
 		}
-		i := -1
-		// Dispatch on the first byte: most keys of a step (id, summary...) are rejected by it
-		// without a string comparison.
-		switch k[0] {
-		case 't':
-			switch k {
-			case "type":
-				i = fType
-			case "tag":
-				i = fTag
-			case "tag_override":
-				i = fTagOverride
-			case "tools":
-				i = fTools
-			case "tool_type":
-				i = fToolType
+		for _, i := range fieldsByFirst[k[0]] {
+			if fieldNames[i] == k {
+				f.m[i], f.ok[i] = m, true
+				break
 			}
-		case 'p':
-			if k == "path" {
-				i = fPath
-			}
-		case 'h':
-			if k == "hash" {
-				i = fHash
-			}
-		case 'm':
-			switch k {
-			case "modules":
-				i = fModules
-			case "modules_node":
-				i = fModulesNode
-			}
-		case 'd':
-			switch k {
-			case "default":
-				i = fDefault
-			case "default_node":
-				i = fDefaultNode
-			}
-		case 'b':
-			if k == "branches" {
-				i = fBranches
-			}
-		case 'a':
-			if k == "agent" {
-				i = fAgent
-			}
-		case 'i':
-			switch k {
-			case "input_transforms":
-				i = fInputTransforms
-			case "iterator":
-				i = fIterator
-			}
-		}
-		if i >= 0 {
-			f.m[i], f.ok[i] = m, true
 		}
 	}
 }
