@@ -11,12 +11,20 @@ import (
 // BEGIN/COMMIT alike: pgx sends them as statements of their own), for tests that bound how
 // many round trips a path costs. Set it as the pool's ConnConfig.Tracer.
 type Statements struct {
+	// Only, when set, keeps only the statements whose context (the one pgx hands the tracer)
+	// it accepts: those run on behalf of one gRPC method, say, and not a server's background
+	// loops on the same pool. Nil keeps every statement.
+	Only func(ctx context.Context) bool
+
 	mu   sync.Mutex
 	sqls []string
 }
 
 // TraceQueryStart records the statement.
 func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if s.Only != nil && !s.Only(ctx) {
+		return ctx
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sqls = append(s.sqls, d.SQL)

@@ -29,9 +29,7 @@ func TestHealthFollowsDatabase(t *testing.T) {
 	require.NoError(t, err)
 	dbname := cfg.ConnConfig.Database
 
-	pool, err := pgxpool.New(testCtx(t), dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pgtest.Pool(t, dsn)
 
 	e := start(t, func(s setup) {
 		s.opts.Pool = pool

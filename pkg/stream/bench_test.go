@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -69,7 +70,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func latencySetup(tb testing.TB, pollOnly bool) (*pgxpool.Pool, *stream.Stream) {
-	pool := newPool(tb, newDB(tb))
+	pool := pgtest.Pool(tb, newDB(tb))
 	opts := stream.Options{PruneInterval: -1}
 	if pollOnly {
 		opts.PollInterval = 100 * time.Millisecond

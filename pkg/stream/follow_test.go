@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -144,7 +145,7 @@ func (d *durable) follow(t *testing.T, addr string) (stop func()) {
 
 func TestFollowSurvivesServerAndConsumerRestarts(t *testing.T) {
 	leakCheck(t)
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{HeartbeatInterval: 100 * time.Millisecond})
 	startStream(t, s)
 	srv := serve(t, s, "127.0.0.1:0")
@@ -204,7 +205,7 @@ func TestFollowSurvivesServerAndConsumerRestarts(t *testing.T) {
 func TestFollowResyncsWhenBehindTheWindow(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1, Clock: twoDaysAhead})
 	startStream(t, s)
 	srv := serve(t, s, "127.0.0.1:0")

@@ -72,14 +72,6 @@ func newV1DB(t testing.TB, name, rows string) string {
 	})
 }
 
-func newPool(t testing.TB, dsn string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // leakCheck must be called first in a test: its cleanup then runs last, after pools and
 // streams are closed.
 func leakCheck(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -31,7 +32,7 @@ func outboxPartitions(t *testing.T, q interface {
 func TestPruneDropsExpiredPartitionsByClock(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	var now time.Time
 	clock := func() time.Time { return now }
 	s := stream.New(pool, stream.Options{PruneInterval: -1, Retention: 24 * time.Hour, Clock: clock})
@@ -120,7 +121,7 @@ func TestUpgradePartitionsAnExistingOutbox(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM stream_outbox_legacy`).Scan(&legacy))
 	require.Equal(t, 110, legacy, "100 inserts and 10 deletes, kept")
 
-	pool := newPool(t, dsn)
+	pool := pgtest.Pool(t, dsn)
 	insertItem(t, pool, "after")
 	latest, err := stream.Latest(ctx, pool)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -19,7 +20,7 @@ func TestOpenTransactionHoldsBackNothing(t *testing.T) {
 	leakCheck(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{PollInterval: time.Minute})
 	var got collector
 	defer s.Subscribe(got.add)()
@@ -52,7 +53,7 @@ func TestDrawnIDHoldsBackHead(t *testing.T) {
 	leakCheck(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	before, err := stream.Head(ctx, pool)
 	require.NoError(t, err)
 
@@ -104,7 +105,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE proname = 'stream_append'`).Scan(&src))
 	require.Contains(t, src, "pg_advisory_xact_lock_shared(", "writers take the lock shared")
 
-	pool := newPool(t, dsn)
+	pool := pgtest.Pool(t, dsn)
 	zero := int64(0)
 	s := stream.New(pool, stream.Options{StartAfter: &zero})
 	var got collector

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -20,7 +21,7 @@ type emitted struct {
 func TestTriggerEmits(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 
 	// The cases run in order against one database: each starts from the previous one's state.
 	cases := []struct {
@@ -118,7 +119,7 @@ func TestTriggerEmits(t *testing.T) {
 func TestTriggerMisconfigured(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	cases := []struct {
 		name, trigger, wantErr string
 	}{
@@ -144,7 +145,7 @@ func TestRollbackEmitsNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dsn := newDB(t)
-	pool := newPool(t, dsn)
+	pool := pgtest.Pool(t, dsn)
 	s := stream.New(pool, stream.Options{})
 	var got collector
 	defer s.Subscribe(got.add)()
@@ -183,7 +184,7 @@ func TestRollbackEmitsNothing(t *testing.T) {
 func TestAppend(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{})
 	var got collector
 	defer s.Subscribe(got.add)()
@@ -227,7 +228,7 @@ func TestOrderingLockIsHeldOnlyAtCommit(t *testing.T) {
 	leakCheck(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	_, err := pool.Exec(ctx, `INSERT INTO consumer VALUES ('row', 0)`)
 	require.NoError(t, err)
 

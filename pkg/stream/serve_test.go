@@ -18,6 +18,7 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -57,7 +58,7 @@ func TestServeWatchRefusals(t *testing.T) {
 // WatchResponse gets the heartbeat's head and then the event, whole.
 func TestServeWatchEveryService(t *testing.T) {
 	leakCheck(t)
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{})
 	startStream(t, s)
 	ctx := context.Background()

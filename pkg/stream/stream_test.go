@@ -67,7 +67,7 @@ var errRollback = fmt.Errorf("deliberate rollback")
 
 func TestConcurrentWritersDeliveredInOrderExactlyOnce(t *testing.T) {
 	leakCheck(t)
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{})
 	var got collector
 	var order []int64 // checked as delivered, not only at the end
@@ -95,7 +95,7 @@ func TestConcurrentWritersDeliveredInOrderExactlyOnce(t *testing.T) {
 func TestTwoReplicasSeeEveryEvent(t *testing.T) {
 	leakCheck(t)
 	dsn := newDB(t)
-	pools := []*pgxpool.Pool{newPool(t, dsn), newPool(t, dsn)}
+	pools := []*pgxpool.Pool{pgtest.Pool(t, dsn), pgtest.Pool(t, dsn)}
 	streams := make([]*stream.Stream, 2)
 	got := make([]*collector, 2)
 	for i, p := range pools {
@@ -140,7 +140,7 @@ func newOutage(t *testing.T) *outage {
 	t.Helper()
 	o := &outage{dsn: newDB(t)}
 	o.db = dbName(t, o.dsn)
-	o.pool = newPool(t, o.dsn)
+	o.pool = pgtest.Pool(t, o.dsn)
 	o.s = stream.New(o.pool, stream.Options{PollInterval: time.Hour})
 	stream.SetMinReconnect(o.s, 400*time.Millisecond)
 	su, err := pgx.Connect(context.Background(), pgtest.Superuser(t))
@@ -233,7 +233,7 @@ func TestLiveFollowsTheListener(t *testing.T) {
 func TestPollingDeliversWithoutNotification(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{PollInterval: 100 * time.Millisecond})
 	var got collector
 	defer s.Subscribe(got.add)()
@@ -252,7 +252,7 @@ func TestPollingDeliversWithoutNotification(t *testing.T) {
 func TestListenerBehindRetentionTellsSubscribersToResync(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	for i := range 5 {
 		insertItem(t, pool, fmt.Sprint(i))
 	}
@@ -280,7 +280,7 @@ func TestListenerBehindRetentionTellsSubscribersToResync(t *testing.T) {
 func TestConcurrentPrune(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	_, err := pool.Exec(ctx, `INSERT INTO item (name) SELECT 'n' || g FROM generate_series(1, 3500) g`)
 	require.NoError(t, err)
 	head, err := stream.Head(ctx, pool)
@@ -321,7 +321,7 @@ func assertNoError(t *testing.T, err error) bool {
 
 func TestUnsubscribe(t *testing.T) {
 	leakCheck(t)
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{})
 	var a, b collector
 	unsubA := s.Subscribe(a.add)
@@ -339,7 +339,7 @@ func TestUnsubscribe(t *testing.T) {
 
 func TestRunTwice(t *testing.T) {
 	leakCheck(t)
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{})
 	startStream(t, s)
 	require.Error(t, s.Run(context.Background()))

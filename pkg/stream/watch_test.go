@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -78,7 +79,7 @@ func TestWatchBacklogThenLive(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leakCheck(t)
-			pool := newPool(t, newDB(t))
+			pool := pgtest.Pool(t, newDB(t))
 			s := stream.New(pool, stream.Options{})
 			if tc.buffer > 0 {
 				stream.SetWatchBuffer(s, tc.buffer)
@@ -115,7 +116,7 @@ func ignoreCanceled(err error) error {
 func TestWatch(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{HeartbeatInterval: 50 * time.Millisecond})
 	startStream(t, s)
 	insertItem(t, pool, "old")
@@ -175,7 +176,7 @@ func TestWatch(t *testing.T) {
 func TestWatchResyncAfterPrune(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
-	pool := newPool(t, newDB(t))
+	pool := pgtest.Pool(t, newDB(t))
 	s := stream.New(pool, stream.Options{Retention: time.Nanosecond, PruneInterval: -1, HeartbeatInterval: 20 * time.Millisecond, Clock: twoDaysAhead})
 	startStream(t, s)
 	for i := range 5 {

@@ -52,25 +52,9 @@ func start(t *testing.T, bound time.Duration) *env {
 		},
 		AuthorWeight: "1", OperatorWeight: "0.5", FreshnessBound: bound,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
 	policy := up.Conn(t)
-	go func() {
-		done <- app.Serve(ctx, cfg, app.Hooks{
-			OnListen:   func(g, _ string) { addr <- g },
-			DialPolicy: func(context.Context) (grpc.ClientConnInterface, error) { return policy, nil },
-		})
-	}()
-	var a string
-	select {
-	case a = <-addr:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
+	a, _ := serve(t, cfg, app.Hooks{
+		DialPolicy: func(context.Context) (grpc.ClientConnInterface, error) { return policy, nil },
 	})
 	dial := func(token string) *grpc.ClientConn {
 		cc, err := server.Dial(context.Background(), a, token)
@@ -81,6 +65,29 @@ func start(t *testing.T, bound time.Duration) *env {
 	sc := dial(serviceToken)
 	return &env{up: up, admin: billingv1.NewBillingServiceClient(dial(adminToken)),
 		service: billingv1.NewBillingServiceClient(sc), svcConn: sc}
+}
+
+// serve runs app.Serve with cfg and hooks until the end of t, when it must return no error,
+// and returns the gRPC and metrics addresses it listens on (hooks.OnListen is its own).
+func serve(t *testing.T, cfg app.Config, hooks app.Hooks) (grpcAddr, metricsAddr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	hooks.OnListen = func(g, m string) { addrs <- [2]string{g, m} }
+	go func() { done <- app.Serve(ctx, cfg, hooks) }()
+	select {
+	case a := <-addrs:
+		grpcAddr, metricsAddr = a[0], a[1]
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return grpcAddr, metricsAddr
 }
 
 func (e *env) head(t *testing.T) int64 {

@@ -40,23 +40,7 @@ func TestTokensThroughPolicy(t *testing.T) {
 			ShutdownTimeout: time.Second, AdminToken: adminToken, ServiceToken: serviceToken},
 		PolicyAddr: policy.Addr, AuthorWeight: "1", OperatorWeight: "0.5", FreshnessBound: 5 * time.Second,
 	}
-	bctx, cancel := context.WithCancel(ctx)
-	addrs := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Serve(bctx, cfg, app.Hooks{OnListen: func(g, m string) { addrs <- [2]string{g, m} }})
-	}()
-	var billingAddr, metricsAddr string
-	select {
-	case a := <-addrs:
-		billingAddr, metricsAddr = a[0], a[1]
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	billingAddr, metricsAddr := serve(t, cfg, app.Hooks{})
 
 	bcc, err := server.Dial(ctx, billingAddr, "") // tokens per call
 	require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/services/policy/internal/api"
-	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 // TestEveryMethodHasARuleAndValidator keeps the authorization table and the validators
@@ -202,14 +201,12 @@ func TestCreateTokenRules(t *testing.T) {
 // TestTokensNotStoredInClear reads the token table directly: no column holds the secret; the
 // digest column is sha256 of it.
 func TestTokensNotStoredInClear(t *testing.T) {
-	dsn := testdb.DSN(t)
-	r := startReplica(t, dsn)
-	workspaceWith(t, r, "a")
+	r := replicaWith(t, "a")
 	secret := userToken(t, r, "a", "admin")
 	rec, err := r.run.RecordRun(service, &policyv1.RecordRunRequest{Workspace: "a", JobId: "00000000-0000-0000-0000-000000000001",
 		PermissionedAs: "u/admin", Origin: policyv1.RunOrigin_RUN_ORIGIN_DIRECT, Credential: secret})
 	require.NoError(t, err)
-	conn, err := pgx.Connect(context.Background(), dsn)
+	conn, err := pgx.Connect(context.Background(), r.dsn)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	for _, s := range []string{secret, rec.GetJobToken()} {

@@ -4,50 +4,28 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/services/policy/internal/builder"
 	"github.com/millwright/millwright/services/policy/internal/builder/buildertest"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
-// queryCounter counts the statements (BEGIN/COMMIT included) run on behalf of one gRPC method,
+// calledBy keeps the statements run on behalf of one gRPC method (BEGIN/COMMIT included),
 // recognised by the handler context pgx hands the tracer.
-type queryCounter struct {
-	method string
-	n      atomic.Int64
-	mu     sync.Mutex
-	sqls   []string
-}
-
-func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if m, ok := grpc.Method(ctx); ok && m == q.method {
-		q.n.Add(1)
-		q.mu.Lock()
-		q.sqls = append(q.sqls, strings.Join(strings.Fields(d.SQL), " "))
-		q.mu.Unlock()
+func calledBy(method string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		m, ok := grpc.Method(ctx)
+		return ok && m == method
 	}
-	return ctx
-}
-
-func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (q *queryCounter) take() (int64, []string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	s := q.sqls
-	q.sqls = nil
-	return q.n.Swap(0), s
 }
 
 // benchWorkspace registers what buildertest.Flow(n, distinct) references: every path readable by the
@@ -81,7 +59,7 @@ func checkFlow(r *replica, ctx context.Context, ws, who, flow string) (*policyv1
 // The number of queries of a check does not depend on the flow's size: one tenancy read, one
 // cached settings read, one tag-rules read, one RLS transaction for every path, one pin query.
 func TestBuilderConstantQueries(t *testing.T) {
-	qc := &queryCounter{method: policyv1.BuilderService_CheckFlow_FullMethodName}
+	qc := &pgtest.Statements{Only: calledBy(policyv1.BuilderService_CheckFlow_FullMethodName)}
 	r := startReplica(t, testdb.DSN(t), replicaOpts{tracer: qc})
 	benchWorkspace(t, r, "bench", 10_000, 1_000)
 	var counts []int64
@@ -89,19 +67,29 @@ func TestBuilderConstantQueries(t *testing.T) {
 		flow := string(buildertest.Flow(size.n, size.distinct))
 		_, err := checkFlow(r, service, "bench", "op", flow) // warms the settings cache
 		require.NoError(t, err)
-		qc.take()
+		qc.Take()
 		resp, err := checkFlow(r, service, "bench", "op", flow)
 		require.NoError(t, err)
 		// Every step is checked; the answer lists at most 1,000 (builder.proto) and counts the rest.
 		require.Len(t, resp.GetRunnables(), min(size.n, 1000))
 		require.EqualValues(t, size.n-min(size.n, 1000), resp.GetRunnablesOmitted())
-		n, sqls := qc.take()
-		t.Logf("%d steps: %d statements: %q", size.n, n, sqls)
+		sqls := qc.Take()
+		n := int64(len(sqls))
+		t.Logf("%d steps: %d statements: %q", size.n, n, oneLine(sqls))
 		counts = append(counts, n)
 	}
 	require.Equal(t, counts[0], counts[1])
 	require.Equal(t, counts[0], counts[2])
 	require.LessOrEqual(t, counts[0], int64(16), "statements per check, BEGIN/COMMIT included")
+}
+
+// oneLine folds each statement's white space, for the log.
+func oneLine(sqls []string) []string {
+	out := make([]string, len(sqls))
+	for i, s := range sqls {
+		out[i] = strings.Join(strings.Fields(s), " ")
+	}
+	return out
 }
 
 func TestBuilderCallerModel(t *testing.T) {

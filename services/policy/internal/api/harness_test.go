@@ -36,6 +36,7 @@ const (
 
 // replica is one in-process policy server (real pkg/server, real Postgres).
 type replica struct {
+	dsn   string // its database, for a test that reads what it wrote
 	conn  *grpc.ClientConn
 	parts *app.Parts
 	ws    policyv1.WorkspaceServiceClient
@@ -85,7 +86,7 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 			OnReady:            func(p *app.Parts) { parts <- p },
 		})
 	}()
-	r := &replica{}
+	r := &replica{dsn: dsn}
 	select {
 	case r.parts = <-parts:
 	case err := <-done:

@@ -16,7 +16,6 @@ import (
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/services/policy/internal/api"
-	"github.com/millwright/millwright/services/policy/internal/testdb"
 )
 
 var jobSeq int
@@ -57,10 +56,7 @@ func TestNoRequestFieldNamesAViewer(t *testing.T) {
 }
 
 func TestRunViewer(t *testing.T) {
-	dsn := testdb.DSN(t)
-	r := startReplica(t, dsn)
-	workspaceWith(t, r, "a")
-	workspaceWith(t, r, "b")
+	r := replicaWith(t, "a", "b")
 	member(t, r, "a", "alice", policyv1.Role_ROLE_OPERATOR)
 	member(t, r, "a", "bob", policyv1.Role_ROLE_DEVELOPER)
 	member(t, r, "b", "mallory", policyv1.Role_ROLE_ADMIN)
@@ -184,7 +180,7 @@ func TestRunViewer(t *testing.T) {
 	})
 
 	t.Run("the database refuses a viewer change too", func(t *testing.T) {
-		conn, err := pgx.Connect(context.Background(), dsn)
+		conn, err := pgx.Connect(context.Background(), r.dsn)
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
 		_, err = conn.Exec(context.Background(), `UPDATE run SET viewer_email = 'mallory@x' WHERE job_id = $1`, direct.GetRun().GetJobId())

@@ -67,9 +67,7 @@ func TestCheckOperatorCanBuild(t *testing.T) {
 }
 
 func TestOperatorSettingsMerge(t *testing.T) {
-	dsn := testdb.DSN(t)
-	r := startReplica(t, dsn)
-	workspaceWith(t, r, "w")
+	r := replicaWith(t, "w")
 	got, err := r.set.GetOperatorSettings(admin, &policyv1.GetOperatorSettingsRequest{Workspace: "w"})
 	require.NoError(t, err)
 	s := got.GetSettings()
@@ -91,7 +89,7 @@ func TestOperatorSettingsMerge(t *testing.T) {
 	require.True(t, s.GetManageSchedules())
 
 	// The trigger end: each change appended one "settings" event; a no-op appended none.
-	conn, err := pgx.Connect(context.Background(), dsn)
+	conn, err := pgx.Connect(context.Background(), r.dsn)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	count := func() int {

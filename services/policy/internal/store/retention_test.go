@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 	"github.com/millwright/millwright/services/policy/internal/testdb"
@@ -239,10 +240,7 @@ func TestMaintainConcurrentReplicas(t *testing.T) {
 	dsn := testdb.DSN(t)
 	var replicas []*store.Store
 	for range 2 {
-		pool, err := pgxpool.New(ctx, dsn)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		replicas = append(replicas, store.New(pool))
+		replicas = append(replicas, store.New(pgtest.Pool(t, dsn)))
 	}
 	pool := replicas[0].Pool()
 	require.NoError(t, replicas[0].CreateWorkspace(ctx, "w", "W", store.Member{Username: "admin", Email: "admin@x"}, nil))

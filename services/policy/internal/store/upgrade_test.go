@@ -9,7 +9,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/pkg/migrate"
@@ -48,9 +47,7 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 		_, err := migrate.Up(ctx, dsn, v6)
 		return err
 	})
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pgtest.Pool(t, dsn)
 	s := store.New(pool)
 	newWorkspace(t, s, "w", "W")
 
@@ -59,7 +56,7 @@ func TestUpgradeToPartitionedKeepsRunsAndTokens(t *testing.T) {
 	_, userDigest := rulebook.NewSecret(rulebook.PrefixUser)
 	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: "tok_user", Digest: userDigest, Workspace: "w",
 		Username: "admin", ExpiresAt: time.Now().Add(300 * 24 * time.Hour)}))
-	_, err = s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "dev", Email: "dev@x", Role: rulebook.RoleDeveloper}, nil)
+	_, err := s.UpsertMember(ctx, store.Member{Workspace: "w", Username: "dev", Email: "dev@x", Role: rulebook.RoleDeveloper}, nil)
 	require.NoError(t, err)
 	_, devDigest := rulebook.NewSecret(rulebook.PrefixUser)
 	require.NoError(t, s.CreateUserToken(ctx, store.UserToken{ID: "tok_dev", Digest: devDigest, Workspace: "w",

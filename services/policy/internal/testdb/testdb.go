@@ -3,7 +3,6 @@
 package testdb
 
 import (
-	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,10 +23,5 @@ func DSN(t testing.TB) string {
 // Pool returns a pool on a new migrated database, closed at the end of t.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return pgtest.Pool(t, DSN(t))
 }
