@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/millwright/millwright/pkg/migrate"
@@ -25,21 +23,16 @@ func TestViewerAccessMigration(t *testing.T) {
 	dsn := pgtest.NewDatabase(t, "roleset-v3", func(ctx context.Context, dsn string) error {
 		return migrate.UpTo(ctx, dsn, migrations.FS, 3)
 	})
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `INSERT INTO cluster (id, host, port, maintenance_db, admin_user, admin_password_enc)
+	pool := pgtest.Pool(t, dsn)
+	_, err := pool.Exec(ctx, `INSERT INTO cluster (id, host, port, maintenance_db, admin_user, admin_password_enc)
 		VALUES ('c', 'h', 5432, 'postgres', 'admin', '\x00')`)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role)
+	_, err = pool.Exec(ctx, `INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role)
 		VALUES ('ws', 'old', 'c', 'db', 'owner', '\x00', '$none')`)
 	require.NoError(t, err)
 
 	_, err = migrate.Up(ctx, dsn, migrations.FS)
 	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	defer pool.Close()
 	s := store.New(pool)
 
 	old, err := s.GetDatatable(ctx, "ws", "old")
