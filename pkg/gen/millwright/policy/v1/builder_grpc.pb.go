@@ -62,7 +62,8 @@ const (
 //
 // Documents travel as strings holding the platform's JSON verbatim, never as
 // google.protobuf.Struct: the walk must see the exact bytes (duplicate keys are refused, numbers
-// keep their precision, pointers are into those bytes). REST clients send them as JSON strings.
+// are not rounded through a float, pointers are into those bytes; a number beyond a 64-bit
+// float's range is refused as INVALID_FIELD). REST clients send them as JSON strings.
 //
 // Caller: a user token acts for its own user (on_behalf_of empty or its own username); the
 // service token (the platform's API server) and the superadmin must name the user in
@@ -156,7 +157,8 @@ func (c *builderServiceClient) CheckPreview(ctx context.Context, in *CheckPrevie
 //
 // Documents travel as strings holding the platform's JSON verbatim, never as
 // google.protobuf.Struct: the walk must see the exact bytes (duplicate keys are refused, numbers
-// keep their precision, pointers are into those bytes). REST clients send them as JSON strings.
+// are not rounded through a float, pointers are into those bytes; a number beyond a 64-bit
+// float's range is refused as INVALID_FIELD). REST clients send them as JSON strings.
 //
 // Caller: a user token acts for its own user (on_behalf_of empty or its own username); the
 // service token (the platform's API server) and the superadmin must name the user in
