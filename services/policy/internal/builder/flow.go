@@ -238,7 +238,14 @@ const (
 	nFields
 )
 
-var fieldNames = [nFields]string{"type", "path", "hash", "tag_override", "tag", "modules", "default", "branches", "tools", "agent", "modules_node", "default_node", "tool_type", "input_transforms", "iterator"}
+// fieldNames is keyed by the constants, so an order changed in one place cannot give a field
+// another's name (collect looks keys up here).
+var fieldNames = [nFields]string{
+	fType: "type", fPath: "path", fHash: "hash", fTagOverride: "tag_override", fTag: "tag",
+	fModules: "modules", fDefault: "default", fBranches: "branches", fTools: "tools",
+	fAgent: "agent", fModulesNode: "modules_node", fDefaultNode: "default_node",
+	fToolType: "tool_type", fInputTransforms: "input_transforms", fIterator: "iterator",
+}
 
 // fieldsByFirst indexes fieldNames by their first byte: collect rejects most keys of a step
 // (id, summary...) by one array lookup, without a string comparison, and compares the others
