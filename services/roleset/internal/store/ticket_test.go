@@ -97,28 +97,42 @@ func TestTicketForProxy(t *testing.T) {
 	require.True(t, usable(t, s, tk.ID), "the first ticket is untouched")
 }
 
+// tenantTickets are tickets that differ from the first in one part of their binding each.
+type tenantTickets struct {
+	run         ticket.Ticket // ws1, job-1, data table main, login wm_set_a
+	runOther    ticket.Ticket // the same run, data table other
+	otherRun    ticket.Ticket // ws1, job-2, data table main, login wm_set_b
+	otherTenant ticket.Ticket // ws2, job-1, data table main, login wm_set_a
+}
+
+func createTenantTickets(t *testing.T, s *store.Store) (tt tenantTickets) {
+	t.Helper()
+	tt.run, _ = createTicket(t, s, run("ws1", "job-1", "main", "wm_set_a"))
+	tt.runOther, _ = createTicket(t, s, run("ws1", "job-1", "other", "wm_set_a"))
+	tt.otherRun, _ = createTicket(t, s, run("ws1", "job-2", "main", "wm_set_b"))
+	tt.otherTenant, _ = createTicket(t, s, run("ws2", "job-1", "main", "wm_set_a"))
+	return tt
+}
+
 // TestRevokeTicketsOfRun: a run's revocation reaches its own tickets only. Job ids are unique
 // per workspace, so another tenant's run with the same job id keeps its tickets.
 func TestRevokeTicketsOfRun(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	a1, _ := createTicket(t, s, run("ws1", "job-1", "main", "wm_set_a"))
-	a2, _ := createTicket(t, s, run("ws1", "job-1", "other", "wm_set_b"))
-	otherRun, _ := createTicket(t, s, run("ws1", "job-2", "main", "wm_set_a"))
-	otherTenant, _ := createTicket(t, s, run("ws2", "job-1", "main", "wm_set_a"))
+	tt := createTenantTickets(t, s)
 
 	ids, err := s.RevokeTicketsOfRun(ctx, "ws1", "job-1")
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{a1.ID, a2.ID}, ids)
+	require.ElementsMatch(t, []string{tt.run.ID, tt.runOther.ID}, ids)
 	for _, tc := range []struct {
 		name string
 		id   string
 		want bool
 	}{
-		{"the run's ticket", a1.ID, false},
-		{"the run's ticket of another data table", a2.ID, false},
-		{"another run of the workspace", otherRun.ID, true},
-		{"the same job id in another workspace", otherTenant.ID, true},
+		{"the run's ticket", tt.run.ID, false},
+		{"the run's ticket of another data table", tt.runOther.ID, false},
+		{"another run of the workspace", tt.otherRun.ID, true},
+		{"the same job id in another workspace", tt.otherTenant.ID, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, usable(t, s, tc.id)) })
 	}
@@ -127,13 +141,12 @@ func TestRevokeTicketsOfRun(t *testing.T) {
 	require.Empty(t, ids, "a ticket is revoked once: its sessions were ended the first time")
 }
 
+// TestRevokeTicketsWhere: a data table's revocation sees and revokes that data table's live
+// tickets only, in its workspace only.
 func TestRevokeTicketsWhere(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	loginA, _ := createTicket(t, s, run("ws1", "job-1", "main", "wm_set_a"))
-	loginB, _ := createTicket(t, s, run("ws1", "job-2", "main", "wm_set_b"))
-	otherTable, _ := createTicket(t, s, run("ws1", "job-1", "other", "wm_set_a"))
-	otherTenant, _ := createTicket(t, s, run("ws2", "job-1", "main", "wm_set_a"))
+	tt := createTenantTickets(t, s)
 
 	var seen []string
 	ids, err := s.RevokeTicketsWhere(ctx, "ws1", "main", func(tk ticket.Ticket) bool {
@@ -141,16 +154,16 @@ func TestRevokeTicketsWhere(t *testing.T) {
 		return tk.Login == "wm_set_a"
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{loginA.ID}, ids)
-	require.ElementsMatch(t, []string{loginA.ID, loginB.ID}, seen, "match sees the data table's live tickets only")
-	require.False(t, usable(t, s, loginA.ID))
-	require.True(t, usable(t, s, loginB.ID))
+	require.Equal(t, []string{tt.run.ID}, ids)
+	require.ElementsMatch(t, []string{tt.run.ID, tt.otherRun.ID}, seen, "match sees the data table's live tickets only")
+	require.False(t, usable(t, s, tt.run.ID))
+	require.True(t, usable(t, s, tt.otherRun.ID))
 
 	ids, err = s.RevokeTicketsWhere(ctx, "ws1", "main", nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{loginB.ID}, ids, "nil matches every live ticket of the data table")
-	require.True(t, usable(t, s, otherTable.ID), "another data table of the workspace")
-	require.True(t, usable(t, s, otherTenant.ID), "the same data table name in another workspace")
+	require.Equal(t, []string{tt.otherRun.ID}, ids, "nil matches every live ticket of the data table")
+	require.True(t, usable(t, s, tt.runOther.ID), "another data table of the workspace")
+	require.True(t, usable(t, s, tt.otherTenant.ID), "the same data table name in another workspace")
 }
 
 // TestDeleteExpiredTickets: the cleanup removes expired tickets only, at most a batch a call.
