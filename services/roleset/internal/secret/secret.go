@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -180,15 +181,77 @@ func ScramVerifier(password string, iterations int) string {
 }
 
 func scramVerifier(password string, salt []byte, iterations int) string {
+	return deriveScramKeys(password, salt, iterations).String()
+}
+
+// ScramKeys is a SCRAM-SHA-256 verifier taken apart: what a server needs to check a client's
+// proof (StoredKey) and to prove itself back (ServerKey), and what it tells the client to salt
+// with. It holds nothing that logs the client in: the password is needed to make a proof.
+type ScramKeys struct {
+	Iterations int
+	Salt       []byte
+	StoredKey  []byte
+	ServerKey  []byte
+}
+
+func deriveScramKeys(password string, salt []byte, iterations int) ScramKeys {
 	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
 	if err != nil {
 		panic("secret: pbkdf2: " + err.Error()) // only for invalid parameters, a programming error
 	}
-	clientKey := hmacSHA256(salted, "Client Key")
-	storedKey := sha256.Sum256(clientKey)
-	serverKey := hmacSHA256(salted, "Server Key")
+	storedKey := sha256.Sum256(hmacSHA256(salted, "Client Key"))
+	return ScramKeys{Iterations: iterations, Salt: salt, StoredKey: storedKey[:], ServerKey: hmacSHA256(salted, "Server Key")}
+}
+
+// String is the verifier in Postgres's text form: SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>.
+func (k ScramKeys) String() string {
 	enc := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(storedKey[:]), enc(serverKey))
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", k.Iterations, enc(k.Salt), enc(k.StoredKey), enc(k.ServerKey))
+}
+
+// ErrBadVerifier is a verifier not in the text form ScramKeys.String writes.
+var ErrBadVerifier = errors.New("secret: not a SCRAM-SHA-256 verifier")
+
+// ParseScramVerifier takes apart a verifier in Postgres's text form (what ScramVerifier
+// returns), for a server side of SCRAM such as roleset's proxy.
+func ParseScramVerifier(v string) (ScramKeys, error) {
+	rest, ok := strings.CutPrefix(v, "SCRAM-SHA-256$")
+	if !ok {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	params, keys, ok := strings.Cut(rest, "$")
+	if !ok {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	iter, salt, ok1 := strings.Cut(params, ":")
+	stored, server, ok2 := strings.Cut(keys, ":")
+	if !ok1 || !ok2 {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	var k ScramKeys
+	var err error
+	if k.Iterations, err = strconv.Atoi(iter); err != nil || k.Iterations < 1 {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	dec := base64.StdEncoding.Strict().DecodeString
+	if k.Salt, err = dec(salt); err != nil || len(k.Salt) == 0 {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	if k.StoredKey, err = dec(stored); err != nil || len(k.StoredKey) != sha256.Size {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	if k.ServerKey, err = dec(server); err != nil || len(k.ServerKey) != sha256.Size {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	return k, nil
+}
+
+// Verifies reports whether password is the one these keys were made from (in constant time
+// in the keys' contents): a check for tests and tools, not a login path (SCRAM never sends
+// the password).
+func (k ScramKeys) Verifies(password string) bool {
+	got := deriveScramKeys(password, k.Salt, k.Iterations)
+	return hmac.Equal(got.StoredKey, k.StoredKey) && hmac.Equal(got.ServerKey, k.ServerKey)
 }
 
 func hmacSHA256(key []byte, msg string) []byte {

@@ -116,3 +116,36 @@ func TestProof(t *testing.T) {
 	}
 	require.NotEqual(t, old.Prove("msg"), other.Prove("msg"))
 }
+
+// TestParseScramVerifier: a verifier we build parses back to keys that verify its password
+// and no other; anything not in the exact text form is refused.
+func TestParseScramVerifier(t *testing.T) {
+	v := ScramVerifier("pencil", 4096)
+	k, err := ParseScramVerifier(v)
+	require.NoError(t, err)
+	require.Equal(t, 4096, k.Iterations)
+	require.Equal(t, v, k.String(), "parse and String are inverses")
+	require.True(t, k.Verifies("pencil"))
+	require.False(t, k.Verifies("pencil2"))
+	require.False(t, k.Verifies(""))
+
+	prefix, keys, _ := strings.Cut(v, "$4096:")
+	salt, keyPart, _ := strings.Cut(keys, "$")
+	stored, server, _ := strings.Cut(keyPart, ":")
+	for name, bad := range map[string]string{
+		"empty":                   "",
+		"md5":                     "md5" + strings.Repeat("0", 32),
+		"no keys":                 prefix + "$4096:" + salt,
+		"no server key":           prefix + "$4096:" + salt + "$" + stored,
+		"zero iterations":         prefix + "$0:" + salt + "$" + keyPart,
+		"iterations not a number": prefix + "$x:" + salt + "$" + keyPart,
+		"empty salt":              prefix + "$4096:$" + keyPart,
+		"short stored key":        prefix + "$4096:" + salt + "$" + stored[4:] + ":" + server,
+		"server key not base64":   prefix + "$4096:" + salt + "$" + stored + ":!" + server[1:],
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseScramVerifier(bad)
+			require.ErrorIs(t, err, ErrBadVerifier)
+		})
+	}
+}
