@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -124,7 +125,7 @@ const proofInfo = "millwright roleset ownership proof v1"
 // cluster: another holder of CREATEROLE there can read and copy comments but, without this
 // key, cannot make one that verifies for another message (msg binds the role's oid).
 func (k *Keyring) Prove(msg string) string {
-	return k.current + ":" + base64.RawURLEncoding.EncodeToString(macOf(k.macKeys[k.current], msg))
+	return k.current + ":" + base64.RawURLEncoding.EncodeToString(HMACSHA256(k.macKeys[k.current], msg))
 }
 
 // VerifyProof reports whether proof is Prove(msg) under any key of the ring (the key id in
@@ -142,13 +143,7 @@ func (k *Keyring) VerifyProof(msg, proof string) bool {
 	if err != nil {
 		return false
 	}
-	return hmac.Equal(got, macOf(key, msg))
-}
-
-func macOf(key []byte, msg string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(msg))
-	return m.Sum(nil)
+	return hmac.Equal(got, HMACSHA256(key, msg))
 }
 
 // NewPassword returns a random 256-bit password, URL-safe base64 (43 characters): safe in a
@@ -184,14 +179,60 @@ func scramVerifier(password string, salt []byte, iterations int) string {
 	if err != nil {
 		panic("secret: pbkdf2: " + err.Error()) // only for invalid parameters, a programming error
 	}
-	clientKey := hmacSHA256(salted, "Client Key")
+	clientKey := HMACSHA256(salted, "Client Key")
 	storedKey := sha256.Sum256(clientKey)
-	serverKey := hmacSHA256(salted, "Server Key")
-	enc := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(storedKey[:]), enc(serverKey))
+	serverKey := HMACSHA256(salted, "Server Key")
+	return ScramKeys{Iterations: iterations, Salt: salt, StoredKey: storedKey[:], ServerKey: serverKey}.String()
 }
 
-func hmacSHA256(key []byte, msg string) []byte {
+// ScramKeys is a parsed SCRAM-SHA-256 verifier: what a server needs to check a client's proof
+// and to sign its own final message, and nothing that lets anyone compute a proof.
+type ScramKeys struct {
+	Iterations int
+	Salt       []byte
+	StoredKey  []byte // SHA-256(ClientKey): a proof's recovered ClientKey must hash to it
+	ServerKey  []byte // signs the server's final message, so the client knows we hold the verifier
+}
+
+// String is the PostgreSQL text form, SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>.
+func (k ScramKeys) String() string {
+	enc := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", k.Iterations, enc(k.Salt), enc(k.StoredKey), enc(k.ServerKey))
+}
+
+// ErrBadVerifier is returned by ParseScramVerifier for anything but a well-formed verifier.
+var ErrBadVerifier = errors.New("secret: malformed SCRAM-SHA-256 verifier")
+
+// ParseScramVerifier reads the text form ScramVerifier builds (and pg_authid.rolpassword
+// holds). Both keys must be 32 bytes, the salt non-empty, the iteration count positive.
+func ParseScramVerifier(v string) (ScramKeys, error) {
+	rest, ok := strings.CutPrefix(v, "SCRAM-SHA-256$")
+	if !ok {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	iterSalt, keys, ok1 := strings.Cut(rest, "$")
+	iter, salt64, ok2 := strings.Cut(iterSalt, ":")
+	stored64, server64, ok3 := strings.Cut(keys, ":")
+	if !ok1 || !ok2 || !ok3 {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	n, err := strconv.Atoi(iter)
+	if err != nil || n <= 0 {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	dec := base64.StdEncoding.DecodeString
+	salt, err1 := dec(salt64)
+	stored, err2 := dec(stored64)
+	server, err3 := dec(server64)
+	if errors.Join(err1, err2, err3) != nil || len(salt) == 0 ||
+		len(stored) != sha256.Size || len(server) != sha256.Size {
+		return ScramKeys{}, ErrBadVerifier
+	}
+	return ScramKeys{Iterations: n, Salt: salt, StoredKey: stored, ServerKey: server}, nil
+}
+
+// HMACSHA256 is HMAC-SHA-256 of msg under key: the MAC of ownership proofs and of SCRAM.
+func HMACSHA256(key []byte, msg string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(msg))
 	return m.Sum(nil)

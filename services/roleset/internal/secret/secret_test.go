@@ -77,7 +77,7 @@ func TestScramVerifierVector(t *testing.T) {
 	authMessage := "n=user,r=rOprNGfwEbeRWgbNEkqO," +
 		"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096," +
 		"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-	sig := base64.StdEncoding.EncodeToString(hmacSHA256(serverKey, authMessage))
+	sig := base64.StdEncoding.EncodeToString(HMACSHA256(serverKey, authMessage))
 	require.Equal(t, "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", sig)
 	require.NotContains(t, ScramVerifier("pencil", 4096), "pencil")
 }
@@ -115,4 +115,32 @@ func TestProof(t *testing.T) {
 		})
 	}
 	require.NotEqual(t, old.Prove("msg"), other.Prove("msg"))
+}
+
+func TestParseScramVerifier(t *testing.T) {
+	v := ScramVerifier("pencil", 4096)
+	k, err := ParseScramVerifier(v)
+	require.NoError(t, err)
+	require.Equal(t, 4096, k.Iterations)
+	require.Len(t, k.Salt, 16)
+	require.Equal(t, v, k.String())
+
+	key := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	for _, bad := range []string{
+		"",
+		"md5abc",
+		"SCRAM-SHA-256$4096:c2FsdA==$" + key, // one key
+		"SCRAM-SHA-256$0:c2FsdA==$" + key + ":" + key,   // no iterations
+		"SCRAM-SHA-256$x:c2FsdA==$" + key + ":" + key,   // not a number
+		"SCRAM-SHA-256$4096:$" + key + ":" + key,        // empty salt
+		"SCRAM-SHA-256$4096:!!$" + key + ":" + key,      // salt not base64
+		"SCRAM-SHA-256$4096:c2FsdA==$c2FsdA==:" + key,   // short StoredKey
+		"SCRAM-SHA-256$4096c2FsdA==$" + key + ":" + key, // no ':' after the count
+		"SCRAM-SHA-256$4096:c2FsdA==" + key + ":" + key, // no '$' before the keys
+	} {
+		t.Run(bad, func(t *testing.T) {
+			_, err := ParseScramVerifier(bad)
+			require.ErrorIs(t, err, ErrBadVerifier)
+		})
+	}
 }
