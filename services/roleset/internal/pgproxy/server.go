@@ -329,7 +329,8 @@ func (s *Server) handle(c *conn, full bool) {
 // SSLRequest (TLS if configured) and GSSENCRequest ('N') on the way.
 func (s *Server) negotiate(ctx context.Context, raw net.Conn) (net.Conn, startup, error) {
 	client := raw
-	for tries := 0; ; tries++ {
+	seen := map[startupKind]bool{}
+	for {
 		st, err := readStartup(client)
 		if err != nil {
 			return client, st, err
@@ -337,11 +338,12 @@ func (s *Server) negotiate(ctx context.Context, raw net.Conn) (net.Conn, startup
 		if st.kind != kindSSL && st.kind != kindGSSEnc {
 			return client, st, nil
 		}
-		// At most one SSLRequest and one GSSENCRequest, and nothing after TLS: a client
-		// asking forever would hold the connection for nothing.
-		if tries == 2 || client != raw {
+		// Each request once, and none after TLS: a client asking forever would hold the
+		// connection for nothing.
+		if seen[st.kind] || client != raw {
 			return client, st, protoErrorf("unsupported frontend protocol")
 		}
+		seen[st.kind] = true
 		if st.kind == kindGSSEnc || s.cfg.TLS == nil {
 			if _, err := raw.Write([]byte{'N'}); err != nil {
 				return client, st, err
@@ -484,11 +486,23 @@ func (s *Server) bind(ctx context.Context, c *conn, gen uint64, user, database s
 func (s *Server) refuse(client net.Conn, code string, err error) {
 	if perr, ok := errors.AsType[*protocolError](err); ok {
 		_ = sendError(client, code, perr.msg)
+	} else if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		_ = sendError(client, "08006", "start-up took too long")
+	} else {
 		return
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		_ = sendError(client, "08006", "start-up took too long")
+	lingerClose(client)
+}
+
+// lingerClose ends our side and reads (briefly) what the client still sends: closing a
+// socket with unread input resets the connection, and the reset can destroy the
+// ErrorResponse before the client has read it.
+func lingerClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
 	}
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, maxStartupLen))
 }
 
 // sendError sends a FATAL ErrorResponse; the caller then closes the connection. It may be
