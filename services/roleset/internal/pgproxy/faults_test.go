@@ -130,13 +130,12 @@ func TestMaxSessions(t *testing.T) {
 	require.Equal(t, "53300", pgCode(err), "%v", err)
 }
 
-// startupPacket is a length word and body.
-func startupPacket(body []byte) []byte {
-	return binary.BigEndian.AppendUint32(nil, uint32(4+len(body))) // then the body
+// withLen is a start-up packet: its length word, then body.
+func withLen(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(4+len(body))), body...)
 }
 
-func withLen(body []byte) []byte { return append(startupPacket(body), body...) }
-
+// code is a start-up packet's code word (protocol version or request code).
 func code(c uint32) []byte { return binary.BigEndian.AppendUint32(nil, c) }
 
 func TestMalformedStartup(t *testing.T) {
@@ -144,8 +143,8 @@ func TestMalformedStartup(t *testing.T) {
 	f := newFixture(t, Config{StartupTimeout: timeout, TLS: selfSignedTLS(t)})
 	v30 := code(protocol30)
 	cases := []struct {
-		name  string
-		send  []byte
+		name string
+		send []byte
 		code string // of the ErrorResponse; "": only the close
 	}{
 		{"too long", binary.BigEndian.AppendUint32(nil, 1<<20), "08P01"},

@@ -37,11 +37,12 @@ const (
 // fixture is a proxy in front of the test cluster, with one upstream login of its own and
 // one proxy user (testUser) bound to it.
 type fixture struct {
-	srv   *Server
-	addr  *net.TCPAddr
-	login string // the upstream login testUser's sessions run as
-	super *pgxpool.Pool
-	auth  *testAuth
+	srv      *Server
+	addr     *net.TCPAddr
+	login    string // the upstream login testUser's sessions run as
+	upstream string // its DSN, for direct connections (the baseline of benchmarks)
+	super    *pgxpool.Pool
+	auth     *testAuth
 }
 
 // testAuth is an Authorizer over a map, changeable while the proxy runs.
@@ -87,8 +88,9 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 		require.NoError(t, err)
 	})
 	host, port := pgtest.Addr(t)
-	upstream, err := pgconn.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=postgres sslmode=disable",
-		host, port, f.login, password))
+	f.upstream = fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=postgres sslmode=disable",
+		host, port, f.login, password)
+	upstream, err := pgconn.ParseConfig(f.upstream)
 	require.NoError(t, err)
 	f.auth.set(testUser, authEntry{
 		verifier: secret.ScramVerifier(testPassword, secret.DefaultIterations),
