@@ -36,13 +36,13 @@ func TestCloseSessions(t *testing.T) {
 			}
 			ctx := context.Background()
 			conn := f.connect(t, "disable")
-			bystander := f.connect(t, "disable")
+			second := f.connect(t, "disable")
 			var pid uint32
 			require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 			var otherPID uint32
-			require.NoError(t, bystander.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&otherPID))
+			require.NoError(t, second.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&otherPID))
 
-			// The bystander is bound to another job: it must survive.
+			// Both sessions of the ticket end, their backends with them.
 			start := time.Now()
 			n := f.srv.CloseSessions(func(b Binding) bool { return b.JobID == "job-1" && b.TicketID == testUser })
 			require.Equal(t, 2, n)

@@ -421,12 +421,12 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 		return nil, sendError(client, "08006", "could not connect to the database")
 	}
 	if err := pc.SyncConn(ctx); err != nil {
-		pc.Close(context.Background())
+		_ = pc.Close(context.Background())
 		return nil, sendError(client, "08006", "could not connect to the database")
 	}
 	hc, err := pc.Hijack()
 	if err != nil {
-		pc.Close(context.Background())
+		_ = pc.Close(context.Background())
 		return nil, sendError(client, "08006", "could not connect to the database")
 	}
 	remote := hc.Conn.RemoteAddr()
