@@ -125,7 +125,7 @@ const proofInfo = "millwright roleset ownership proof v1"
 // cluster: another holder of CREATEROLE there can read and copy comments but, without this
 // key, cannot make one that verifies for another message (msg binds the role's oid).
 func (k *Keyring) Prove(msg string) string {
-	return k.current + ":" + base64.RawURLEncoding.EncodeToString(macOf(k.macKeys[k.current], msg))
+	return k.current + ":" + base64.RawURLEncoding.EncodeToString(HMACSHA256(k.macKeys[k.current], msg))
 }
 
 // VerifyProof reports whether proof is Prove(msg) under any key of the ring (the key id in
@@ -143,13 +143,7 @@ func (k *Keyring) VerifyProof(msg, proof string) bool {
 	if err != nil {
 		return false
 	}
-	return hmac.Equal(got, macOf(key, msg))
-}
-
-func macOf(key []byte, msg string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(msg))
-	return m.Sum(nil)
+	return hmac.Equal(got, HMACSHA256(key, msg))
 }
 
 // NewPassword returns a random 256-bit password, URL-safe base64 (43 characters): safe in a
@@ -199,8 +193,8 @@ func deriveScramKeys(password string, salt []byte, iterations int) ScramKeys {
 	if err != nil {
 		panic("secret: pbkdf2: " + err.Error()) // only for invalid parameters, a programming error
 	}
-	storedKey := sha256.Sum256(hmacSHA256(salted, "Client Key"))
-	return ScramKeys{Iterations: iterations, Salt: salt, StoredKey: storedKey[:], ServerKey: hmacSHA256(salted, "Server Key")}
+	storedKey := sha256.Sum256(HMACSHA256(salted, "Client Key"))
+	return ScramKeys{Iterations: iterations, Salt: salt, StoredKey: storedKey[:], ServerKey: HMACSHA256(salted, "Server Key")}
 }
 
 // String is the verifier in Postgres's text form: SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>.
@@ -254,7 +248,8 @@ func (k ScramKeys) Verifies(password string) bool {
 	return hmac.Equal(got.StoredKey, k.StoredKey) && hmac.Equal(got.ServerKey, k.ServerKey)
 }
 
-func hmacSHA256(key []byte, msg string) []byte {
+// HMACSHA256 is HMAC-SHA-256 of msg under key: the MAC of ownership proofs and of SCRAM.
+func HMACSHA256(key []byte, msg string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(msg))
 	return m.Sum(nil)

@@ -77,7 +77,7 @@ func TestScramVerifierVector(t *testing.T) {
 	authMessage := "n=user,r=rOprNGfwEbeRWgbNEkqO," +
 		"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096," +
 		"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-	sig := base64.StdEncoding.EncodeToString(hmacSHA256(serverKey, authMessage))
+	sig := base64.StdEncoding.EncodeToString(HMACSHA256(serverKey, authMessage))
 	require.Equal(t, "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", sig)
 	require.NotContains(t, ScramVerifier("pencil", 4096), "pencil")
 }
@@ -142,6 +142,9 @@ func TestParseScramVerifier(t *testing.T) {
 		"empty salt":              prefix + "$4096:$" + keyPart,
 		"short stored key":        prefix + "$4096:" + salt + "$" + stored[4:] + ":" + server,
 		"server key not base64":   prefix + "$4096:" + salt + "$" + stored + ":!" + server[1:],
+		"salt not base64":         prefix + "$4096:!!$" + keyPart,
+		"no colon after count":    prefix + "$4096" + salt + "$" + keyPart,
+		"no dollar before keys":   prefix + "$4096:" + salt + keyPart,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseScramVerifier(bad)

@@ -1,0 +1,543 @@
+package pgproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/millwright/millwright/pkg/defaults"
+	"github.com/millwright/millwright/services/roleset/internal/secret"
+)
+
+// Binding is what a session is bound to, for CloseSessions to match; opaque to the proxy.
+type Binding struct {
+	TicketID, JobID, DataTable, Login string
+}
+
+// Target is where an authenticated client's session goes.
+type Target struct {
+	// Dial connects upstream as the decided login; params are the client's run-time
+	// parameters (application_name, options, ...). DialConfig makes one from a pgconn.Config.
+	Dial func(ctx context.Context, params map[string]string) (*pgconn.PgConn, error)
+	// Terminate ends the upstream backend pid (pg_terminate_backend as a role allowed to),
+	// so that a closed session's backend is gone, not left to notice a closed socket. Nil:
+	// the proxy sends the backend a cancel and closes its connection instead.
+	Terminate func(ctx context.Context, upstreamPID uint32) error
+	Bind      Binding
+}
+
+// Authorizer looks up the user name a client logs in with.
+type Authorizer interface {
+	// Verifier returns the SCRAM-SHA-256 verifier (PostgreSQL text form) of user and where its
+	// session goes; ok=false for a user that must not log in (unknown, expired, revoked,
+	// foreign): the client then gets the same refusal as for a wrong password, after the same
+	// exchange.
+	Verifier(ctx context.Context, user, database string) (verifier string, target Target, ok bool, err error)
+}
+
+// DialConfig returns a Target.Dial that connects with a copy of cfg. The client's run-time
+// parameters are added to cfg's; cfg's own win, so the caller can pin some.
+func DialConfig(cfg *pgconn.Config) func(context.Context, map[string]string) (*pgconn.PgConn, error) {
+	return func(ctx context.Context, params map[string]string) (*pgconn.PgConn, error) {
+		c := cfg.Copy()
+		if c.RuntimeParams == nil {
+			c.RuntimeParams = map[string]string{}
+		}
+		for k, v := range params {
+			if _, pinned := c.RuntimeParams[k]; !pinned {
+				c.RuntimeParams[k] = v
+			}
+		}
+		return pgconn.ConnectConfig(ctx, c)
+	}
+}
+
+// Config is what a Server needs. Authorizer is required.
+type Config struct {
+	Authorizer Authorizer
+	// CancelKeys holds the cancel keys of live sessions; nil: a MemoryCancelKeys (cancels
+	// reach only this replica's sessions).
+	CancelKeys CancelKeys
+	// TLS, if set, is offered to clients that ask (SSLRequest); nil answers 'N'.
+	TLS *tls.Config
+	// MaxSessions bounds the connections served at once, start-ups included (default 1000).
+	MaxSessions int
+	// StartupTimeout bounds the whole start-up: TLS, SCRAM, the upstream connect (default 10 s).
+	StartupTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Server serves clients on the listeners given to Serve.
+type Server struct {
+	cfg     Config
+	mockKey []byte
+	base    context.Context // cancelled by Close: ends start-ups in progress
+	stop    context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	// gen counts CloseSessions calls: a start-up that looked its user up before one of them
+	// looks again (see bind).
+	gen uint64
+	wg  sync.WaitGroup
+}
+
+func New(cfg Config) *Server {
+	cfg.MaxSessions = defaults.Positive(cfg.MaxSessions, 1000)
+	cfg.StartupTimeout = defaults.Positive(cfg.StartupTimeout, 10*time.Second)
+	if cfg.CancelKeys == nil {
+		cfg.CancelKeys = NewMemoryCancelKeys()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	mockKey := make([]byte, 32)
+	_, _ = rand.Read(mockKey)
+	base, stop := context.WithCancel(context.Background())
+	return &Server{
+		cfg: cfg, mockKey: mockKey, base: base, stop: stop,
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+	}
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("pgproxy: server closed")
+
+// Serve accepts connections on ln until ln fails or Close is called (then ErrServerClosed).
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	for {
+		raw, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			delete(s.listeners, ln)
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			return err
+		}
+		c := &conn{raw: raw}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			raw.Close()
+			continue
+		}
+		full := len(s.conns) >= s.cfg.MaxSessions
+		if !full {
+			s.conns[c] = struct{}{}
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.handle(c, full)
+	}
+}
+
+// Close stops the listeners, closes every connection and waits for their goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	lns := slices.Collect(maps.Keys(s.listeners))
+	conns := slices.Collect(maps.Keys(s.conns))
+	s.mu.Unlock()
+	s.stop()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.closeAll()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// CloseSessions ends every session whose binding matches, sessions still starting included,
+// and returns how many it ended. The client's connection is closed at once; the upstream
+// backend is terminated (Target.Terminate) before its connection is closed, so it is gone
+// from pg_stat_activity when CloseSessions returns.
+func (s *Server) CloseSessions(match func(Binding) bool) int {
+	s.mu.Lock()
+	s.gen++
+	var hit []*conn
+	for c := range s.conns {
+		if b, ok := c.binding(); ok && match(b) {
+			hit = append(hit, c)
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	n := 0
+	for _, c := range hit {
+		up := c.close()
+		if up == nil {
+			continue
+		}
+		n++
+		wg.Go(func() { s.endUpstream(up) })
+	}
+	wg.Wait()
+	return n
+}
+
+// endUpstream ends a session's upstream backend, then closes its connection. Terminating
+// while we still hold the connection means the pid cannot have been reused by then.
+func (s *Server) endUpstream(up *upstream) {
+	if up.conn == nil { // closed during start-up, before the upstream was connected
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if up.terminate != nil {
+		err = up.terminate(ctx, up.cancel.PID)
+	} else {
+		err = sendCancel(ctx, up.cancel)
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("pgproxy: ending upstream backend", "pid", up.cancel.PID, "err", err)
+	}
+	up.conn.Close()
+}
+
+// conn is one client connection, from accept to close.
+type conn struct {
+	raw net.Conn // closing it ends the client side, TLS or not
+
+	mu     sync.Mutex
+	closed bool
+	bound  bool
+	bind   Binding
+	up     upstream
+	// cancelKey is set once the session's key is stored (only handle's goroutine uses it).
+	cancelKey *CancelKey
+}
+
+type upstream struct {
+	conn      net.Conn
+	cancel    CancelTarget
+	terminate func(context.Context, uint32) error
+}
+
+func (c *conn) binding() (Binding, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bind, c.bound && !c.closed
+}
+
+// close closes the client connection and returns the upstream for the caller to end, or nil
+// if it was closed already.
+func (c *conn) close() *upstream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.raw.Close()
+	up := c.up
+	return &up
+}
+
+// closeAll closes both sides, unless someone else (CloseSessions) has taken them over.
+func (c *conn) closeAll() {
+	if up := c.close(); up != nil && up.conn != nil {
+		up.conn.Close()
+	}
+}
+
+// setUpstream records the upstream connection; false if the session was closed meanwhile.
+func (c *conn) setUpstream(up upstream) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.up = up
+	return true
+}
+
+func (s *Server) handle(c *conn, full bool) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.closeAll()
+		if c.cancelKey != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.cfg.CancelKeys.Delete(ctx, *c.cancelKey); err != nil {
+				s.cfg.Logger.Warn("pgproxy: deleting cancel key", "err", err)
+			}
+		}
+	}()
+	deadline := time.Now().Add(s.cfg.StartupTimeout)
+	_ = c.raw.SetDeadline(deadline)
+	ctx, cancel := context.WithDeadline(s.base, deadline)
+	defer cancel()
+
+	client, st, err := s.negotiate(ctx, c.raw)
+	if err != nil {
+		s.refuse(client, "08P01", err)
+		return
+	}
+	switch {
+	case st.kind == kindCancel:
+		s.forwardCancel(ctx, st.cancel)
+		return
+	case full:
+		_ = sendError(client, "53300", "sorry, too many clients already")
+		return
+	}
+	up, err := s.startSession(ctx, c, client, st)
+	if err != nil {
+		s.refuse(client, "08P01", err)
+		return
+	}
+	if up == nil {
+		return // refused with its own message
+	}
+	_ = c.raw.SetDeadline(time.Time{})
+	_ = up.SetDeadline(time.Time{})
+	relay(client, up, c)
+}
+
+// negotiate reads start-up packets until a StartupMessage or CancelRequest, answering
+// SSLRequest (TLS if configured) and GSSENCRequest ('N') on the way.
+func (s *Server) negotiate(ctx context.Context, raw net.Conn) (net.Conn, startup, error) {
+	client := raw
+	seen := map[startupKind]bool{}
+	for {
+		st, err := readStartup(client)
+		if err != nil {
+			return client, st, err
+		}
+		if st.kind != kindSSL && st.kind != kindGSSEnc {
+			return client, st, nil
+		}
+		// Each request once, and none after TLS: a client asking forever would hold the
+		// connection for nothing.
+		if seen[st.kind] || client != raw {
+			return client, st, protoErrorf("unsupported frontend protocol")
+		}
+		seen[st.kind] = true
+		if st.kind == kindGSSEnc || s.cfg.TLS == nil {
+			if _, err := raw.Write([]byte{'N'}); err != nil {
+				return client, st, err
+			}
+			continue
+		}
+		if _, err := raw.Write([]byte{'S'}); err != nil {
+			return client, st, err
+		}
+		tc := tls.Server(raw, s.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return raw, st, err // no TLS: the client cannot read an ErrorResponse in clear
+		}
+		client = tc
+	}
+}
+
+// startSession authenticates the client, connects upstream and answers the start-up. It
+// returns the upstream connection; nil with a nil error when it refused the client itself.
+func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st startup) (net.Conn, error) {
+	user, database := st.params["user"], st.params["database"]
+	if st.minor != 0 || len(st.options) > 0 {
+		if err := send(client, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: st.options}); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	gen := s.gen
+	s.mu.Unlock()
+	verifier, target, ok, err := s.cfg.Authorizer.Verifier(ctx, user, database)
+	if err != nil {
+		s.cfg.Logger.Error("pgproxy: looking up user", "user", user, "err", err)
+		return nil, sendError(client, "57P03", "the proxy cannot check credentials now")
+	}
+	keys, perr := secret.ParseScramVerifier(verifier)
+	if ok && perr != nil {
+		s.cfg.Logger.Error("pgproxy: unusable verifier", "user", user, "err", perr)
+	}
+	known := ok && perr == nil
+	if !known {
+		keys = fakeScramKeys(s.mockKey, user)
+	}
+	passed, err := scramExchange(client, keys)
+	if err != nil {
+		return nil, err
+	}
+	if !passed || !known {
+		return nil, sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
+	}
+	if target, ok, err = s.bind(ctx, c, gen, user, database, target); err != nil || !ok {
+		if err != nil {
+			s.cfg.Logger.Error("pgproxy: looking up user", "user", user, "err", err)
+			return nil, sendError(client, "57P03", "the proxy cannot check credentials now")
+		}
+		return nil, sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
+	}
+
+	params := maps.Clone(st.params)
+	delete(params, "user")
+	delete(params, "database")
+	// The upstream gets the start-up's deadline less a reserve, so that a slow one still
+	// leaves time to tell the client within the deadline.
+	dialCtx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		dialCtx, cancel = context.WithDeadline(ctx, deadline.Add(-s.cfg.StartupTimeout/10))
+		defer cancel()
+	}
+	pc, err := target.Dial(dialCtx, params)
+	if err != nil {
+		s.cfg.Logger.Warn("pgproxy: connecting upstream", "user", user, "login", target.Bind.Login, "err", err)
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+			return nil, sendError(client, pgErr.Code, pgErr.Message)
+		}
+		return nil, sendError(client, "08006", "could not connect to the database")
+	}
+	if err := pc.SyncConn(ctx); err != nil {
+		_ = pc.Close(context.Background())
+		return nil, sendError(client, "08006", "could not connect to the database")
+	}
+	hc, err := pc.Hijack()
+	if err != nil {
+		_ = pc.Close(context.Background())
+		return nil, sendError(client, "08006", "could not connect to the database")
+	}
+	remote := hc.Conn.RemoteAddr()
+	up := upstream{
+		conn:      hc.Conn,
+		cancel:    CancelTarget{Network: remote.Network(), Address: remote.String(), PID: hc.PID, Secret: hc.SecretKey},
+		terminate: target.Terminate,
+	}
+	if !c.setUpstream(up) { // CloseSessions or Close got here first
+		hc.Conn.Close()
+		return nil, nil
+	}
+	key := newCancelKey()
+	if err := s.cfg.CancelKeys.Put(ctx, key, up.cancel); err != nil {
+		s.cfg.Logger.Warn("pgproxy: storing cancel key; this session cannot be cancelled", "err", err)
+	} else {
+		c.cancelKey = &key // handle deletes it when the session ends
+	}
+	reply := []pgproto3.BackendMessage{&pgproto3.AuthenticationOk{}}
+	for _, name := range slices.Sorted(maps.Keys(hc.ParameterStatuses)) {
+		reply = append(reply, &pgproto3.ParameterStatus{Name: name, Value: hc.ParameterStatuses[name]})
+	}
+	var secretKey [4]byte
+	binary.BigEndian.PutUint32(secretKey[:], key.Secret)
+	reply = append(reply,
+		&pgproto3.BackendKeyData{ProcessID: key.PID, SecretKey: secretKey[:]},
+		&pgproto3.ReadyForQuery{TxStatus: hc.TxStatus})
+	return hc.Conn, send(client, reply...)
+}
+
+// bind records the session's binding, from then on matched by CloseSessions. If a
+// CloseSessions ran since the lookup (gen), it may have been about this user while we were
+// not yet visible to it: look the user up again, so a revocation is never missed.
+func (s *Server) bind(ctx context.Context, c *conn, gen uint64, user, database string, target Target) (Target, bool, error) {
+	for range 3 {
+		s.mu.Lock()
+		c.mu.Lock()
+		c.bind, c.bound = target.Bind, true
+		c.mu.Unlock()
+		current := s.gen == gen
+		gen = s.gen
+		s.mu.Unlock()
+		if current {
+			return target, true, nil
+		}
+		verifier, t, ok, err := s.cfg.Authorizer.Verifier(ctx, user, database)
+		if err != nil || !ok || verifier == "" {
+			return Target{}, false, err
+		}
+		target = t
+	}
+	return Target{}, false, errors.New("pgproxy: sessions are being closed too often to start one")
+}
+
+// refuse answers a failed start-up: protocol errors get an ErrorResponse; I/O errors (the
+// client went away, the deadline passed) only the close.
+func (s *Server) refuse(client net.Conn, code string, err error) {
+	if perr, ok := errors.AsType[*protocolError](err); ok {
+		_ = sendError(client, code, perr.msg)
+	} else if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		_ = sendError(client, "08006", "start-up took too long")
+	} else {
+		return
+	}
+	lingerClose(client)
+}
+
+// lingerClose ends our side and reads (briefly) what the client still sends: closing a
+// socket with unread input resets the connection, and the reset can destroy the
+// ErrorResponse before the client has read it.
+func lingerClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, maxStartupLen))
+}
+
+// sendError sends a FATAL ErrorResponse; the caller then closes the connection. It may be
+// past the start-up deadline (a slow upstream): the client still gets a second to read why.
+func sendError(client net.Conn, code, msg string) error {
+	_ = client.SetWriteDeadline(time.Now().Add(time.Second))
+	return send(client, &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
+}
+
+// forwardCancel sends the upstream the cancel of the session key names, if it is one of ours.
+func (s *Server) forwardCancel(ctx context.Context, key CancelKey) {
+	t, ok, err := s.cfg.CancelKeys.Get(ctx, key)
+	if err != nil {
+		s.cfg.Logger.Warn("pgproxy: looking up cancel key", "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	if err := sendCancel(ctx, t); err != nil {
+		s.cfg.Logger.Warn("pgproxy: forwarding cancel", "pid", t.PID, "err", err)
+	}
+}
+
+// relay copies bytes both ways until either side ends, then closes both (or leaves the
+// upstream to CloseSessions, which terminates its backend before closing it). io.Copy between two
+// TCP connections splices in the kernel; nothing is parsed.
+func relay(client, up net.Conn, c *conn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(up, client)
+		c.closeAll()
+	}()
+	_, _ = io.Copy(client, up)
+	c.closeAll()
+	<-done
+}
