@@ -17,6 +17,12 @@ CREATE TABLE ticket (
     datatable  text        NOT NULL,
     login      text        NOT NULL,
     role_ids   bigint[]    NOT NULL,
+    -- The data-table reference the ticket was resolved for, and the run's job token encrypted
+    -- under the key ring (AAD: the ticket id): with them any replica re-takes the decision
+    -- when a session starts and whenever an event may have changed it, and ends the sessions
+    -- of a ticket whose decision changed. Encrypted like every secret at rest.
+    reference     text     NOT NULL,
+    job_token_enc bytea    NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     expires_at timestamptz NOT NULL,
     revoked_at timestamptz,
@@ -47,6 +53,12 @@ CREATE TABLE proxy_cancel_key (
     PRIMARY KEY (proxy_pid, proxy_secret)
 );
 
+-- A data table's credential mode: 'direct' (the login's password, as before) or 'proxy' (a
+-- ticket for roleset's proxy). Existing data tables stay direct, so their jobs keep working.
+ALTER TABLE datatable ADD COLUMN credential_mode text NOT NULL DEFAULT 'direct'
+    CHECK (credential_mode IN ('direct', 'proxy'));
+
 -- +goose Down
+ALTER TABLE datatable DROP COLUMN credential_mode;
 DROP TABLE proxy_cancel_key;
 DROP TABLE ticket;

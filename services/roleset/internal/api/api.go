@@ -139,6 +139,9 @@ func mapCoreError(ctx context.Context, ce *engine.Error) error {
 	case engine.CodeViewerAccessOff:
 		code, R = codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_VIEWER_ACCESS_OFF
 		md = map[string]string{"datatable": ce.Field}
+	case engine.CodeProxyOff:
+		code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_PROXY_NOT_CONFIGURED
+		md = map[string]string{"datatable": ce.Field}
 	case engine.CodeTampered:
 		code, R = codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED
 		md = map[string]string{"role": ce.Field, "check": ce.Rule}
@@ -294,14 +297,34 @@ func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatat
 	d, err := asAdmin(ctx, func() (store.Datatable, error) {
 		return h.Engine.UpsertDatatable(ctx, engine.DatatableSpec{Workspace: req.GetWorkspace(), Name: req.GetName(),
 			ClusterID: req.GetClusterId(), Database: req.GetDatabase(), AdminUser: req.GetAdminUser(),
-			AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole(), ViewerAccess: req.ViewerAccess})
+			AdminPassword: req.GetAdminPassword(), DefaultRole: req.GetDefaultRole(), ViewerAccess: req.ViewerAccess,
+			CredentialMode: modeFromProto[req.GetCredentialMode()]})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &rolesetv1.UpsertDatatableResponse{Datatable: &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name,
 		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole,
-		ViewerAccess: d.ViewerAccess}}, nil
+		ViewerAccess: d.ViewerAccess, CredentialMode: modeToProto[d.CredentialMode]}}, nil
+}
+
+// The credential modes both ways; UNSPECIFIED maps to "" (keep the stored mode).
+var (
+	modeFromProto = map[rolesetv1.CredentialMode]string{
+		rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT: store.ModeDirect,
+		rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY:  store.ModeProxy,
+	}
+	modeToProto = map[string]rolesetv1.CredentialMode{
+		store.ModeDirect: rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT,
+		store.ModeProxy:  rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY,
+	}
+)
+
+func modeOf(proxy bool) rolesetv1.CredentialMode {
+	if proxy {
+		return rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY
+	}
+	return rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT
 }
 
 func rolesToProto(m map[string][]string) map[string]*rolesetv1.Tenants {
@@ -408,7 +431,7 @@ func (h *Server) ResolveConnection(ctx context.Context, req *rolesetv1.ResolveCo
 		return nil, mapError(ctx, err)
 	}
 	return &rolesetv1.ResolveConnectionResponse{Host: c.Host, Port: int32(c.Port), Database: c.Database, User: c.User,
-		Password: c.Password, Roles: c.Roles, Kind: kindToProto(c.Kind)}, nil
+		Password: c.Password, Roles: c.Roles, Kind: kindToProto(c.Kind), CredentialMode: modeOf(c.Proxy)}, nil
 }
 
 func traceToProto(t tenancy.Trace) []*rolesetv1.TraceEntry {

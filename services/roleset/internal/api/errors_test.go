@@ -34,6 +34,7 @@ func TestEveryCoreCodeIsMapped(t *testing.T) {
 		engine.CodeNotOurs:            {codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_NOT_OURS},
 		engine.CodeTampered:           {codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_CLUSTER_ROLE_TAMPERED},
 		engine.CodeViewerAccessOff:    {codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_VIEWER_ACCESS_OFF},
+		engine.CodeProxyOff:           {codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_PROXY_NOT_CONFIGURED},
 	}
 	require.Len(t, engine.Codes(), len(want), "a core Code without a row in this table")
 	for _, c := range engine.Codes() {

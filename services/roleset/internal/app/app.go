@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +37,9 @@ type Config struct {
 	Iterations    int
 	SweepInterval time.Duration
 	CacheTTL      time.Duration
+	// The PostgreSQL proxy of run-scoped tickets (docs/design.md); off while ProxyAddr is "".
+	ProxyAddr, ProxyAdvertise, ProxyTLSCert, ProxyTLSKey string
+	TicketLifetime                                       time.Duration
 }
 
 // Commands are roleset's subcommands: serve and migrate (pkg/server's lifecycle).
@@ -51,6 +57,42 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	server.IntVar(fs, &c.Iterations, "scram-iterations", "MILLWRIGHT_SCRAM_ITERATIONS", secret.DefaultIterations, "PBKDF2 iterations of new login verifiers")
 	server.DurationVar(fs, &c.SweepInterval, "sweep-interval", "MILLWRIGHT_SWEEP_INTERVAL", 10*time.Minute, "monitor loop period (sweep + reconcile)")
 	server.DurationVar(fs, &c.CacheTTL, "cache-ttl", "MILLWRIGHT_CACHE_TTL", 5*time.Minute, "upper bound on a cached answer's age (events drop them sooner)")
+	server.StringVar(fs, &c.ProxyAddr, "proxy-addr", "MILLWRIGHT_PROXY_ADDR", "", "listen address of the PostgreSQL proxy for data tables in proxy mode (empty: no proxy)")
+	server.StringVar(fs, &c.ProxyAdvertise, "proxy-advertise", "MILLWRIGHT_PROXY_ADVERTISE", "", "host:port that ResolveConnection answers for the proxy (default: --proxy-addr)")
+	server.StringVar(fs, &c.ProxyTLSCert, "proxy-tls-cert", "MILLWRIGHT_PROXY_TLS_CERT", "", "PEM certificate file the proxy offers TLS with (with --proxy-tls-key)")
+	server.StringVar(fs, &c.ProxyTLSKey, "proxy-tls-key", "MILLWRIGHT_PROXY_TLS_KEY", "", "PEM private key file of --proxy-tls-cert")
+	server.DurationVar(fs, &c.TicketLifetime, "ticket-lifetime", "MILLWRIGHT_TICKET_LIFETIME", 24*time.Hour, "longest life of a proxy ticket, even while its run goes on")
+}
+
+// proxyConfig checks the proxy flags: where clients are told to connect, and the TLS to offer.
+func (c *Config) proxyConfig() (engine.ProxyConfig, *tls.Config, error) {
+	if c.ProxyAddr == "" {
+		return engine.ProxyConfig{}, nil, nil
+	}
+	adv := c.ProxyAdvertise
+	if adv == "" {
+		adv = c.ProxyAddr
+	}
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil || host == "" {
+		return engine.ProxyConfig{}, nil, cli.Usagef("--proxy-advertise %q: want host:port (set it when --proxy-addr has no host)", adv)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return engine.ProxyConfig{}, nil, cli.Usagef("--proxy-advertise %q: bad port", adv)
+	}
+	var tlsCfg *tls.Config
+	switch {
+	case c.ProxyTLSCert != "" && c.ProxyTLSKey != "":
+		cert, err := tls.LoadX509KeyPair(c.ProxyTLSCert, c.ProxyTLSKey)
+		if err != nil {
+			return engine.ProxyConfig{}, nil, cli.Usagef("proxy TLS: %v", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	case c.ProxyTLSCert != "" || c.ProxyTLSKey != "":
+		return engine.ProxyConfig{}, nil, cli.Usagef("--proxy-tls-cert and --proxy-tls-key go together")
+	}
+	return engine.ProxyConfig{Host: host, Port: p, TicketLifetime: c.TicketLifetime}, tlsCfg, nil
 }
 
 // Serve is the serve subcommand: flags from args, then the service until ctx ends.
@@ -67,6 +109,10 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	keys, err := secret.ParseKeyring(cfg.EncryptionKey.Reveal())
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
+	}
+	proxyCfg, proxyTLS, err := cfg.proxyConfig()
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL.Reveal())
 	if err != nil {
@@ -92,8 +138,26 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	// disabled on another replica) and policy's (membership, run end).
 	cache := engine.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
 	var sweeps SweepCounts
-	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations}, newStore(pool), pol, cache)
+	st := newStore(pool)
+	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations, Proxy: proxyCfg}, st, pol, cache)
 	cl.Push(eng.Close)
+	background := []func(context.Context) error{}
+	if cfg.ProxyAddr != "" {
+		ln, err := net.Listen("tcp", cfg.ProxyAddr)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		plog := logger.With("component", "pgproxy")
+		px := NewProxy(eng, st, proxyTLS, plog)
+		cl.Push(func() { _ = px.Close() })
+		background = append(background, func(ctx context.Context) error {
+			go func() { <-ctx.Done(); _ = px.Close() }()
+			if err := px.Serve(ln); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("proxy: %w", err)
+			}
+			return nil
+		}, func(ctx context.Context) error { return Rejudge(ctx, eng, px, plog) })
+	}
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
 	h := &api.Server{Engine: eng, Stream: own}
@@ -115,12 +179,12 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			Public:        api.PublicMethods,
 			Validator:     api.Validators(),
 			Register:      h.Register,
-			Background: []func(context.Context) error{
+			Background: append([]func(context.Context) error{
 				own.Run,
 				fol.Run,
 				tokens.Run,
 				func(ctx context.Context) error { return Monitor(ctx, eng, cfg.SweepInterval, slog.Default(), &sweeps) },
-			},
+			}, background...),
 		})
 	}, nil
 }

@@ -43,6 +43,8 @@ type DatatableSpec struct {
 	Workspace, Name, ClusterID, Database, AdminUser, AdminPassword, DefaultRole string
 	// ViewerAccess opts in to ?as=viewer; nil keeps the stored value (off for a new data table).
 	ViewerAccess *bool
+	// CredentialMode is store.ModeDirect or store.ModeProxy; "" keeps the stored mode.
+	CredentialMode string
 }
 
 // UpsertDatatable registers or replaces a data table (its permissions are kept).
@@ -52,7 +54,8 @@ func (e *Engine) UpsertDatatable(ctx context.Context, d DatatableSpec) (store.Da
 		return store.Datatable{}, err
 	}
 	out, err := e.store.UpsertDatatable(ctx, store.Datatable{Workspace: d.Workspace, Name: d.Name, ClusterID: d.ClusterID,
-		Database: d.Database, AdminUser: d.AdminUser, AdminPasswordEnc: enc, DefaultRole: d.DefaultRole}, d.ViewerAccess)
+		Database: d.Database, AdminUser: d.AdminUser, AdminPasswordEnc: enc, DefaultRole: d.DefaultRole,
+		CredentialMode: d.CredentialMode}, d.ViewerAccess)
 	if errors.Is(err, store.ErrDefaultNotAttached) {
 		return store.Datatable{}, errDefaultNotAttached()
 	}

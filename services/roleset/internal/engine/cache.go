@@ -82,14 +82,34 @@ func (c *Cache) onPolicyEvent(kind, workspace string) {
 }
 
 // OnPolicyEvent drops what one of policy's stream events may have changed.
-func (e *Engine) OnPolicyEvent(kind, workspace string) { e.cache.onPolicyEvent(kind, workspace) }
+func (e *Engine) OnPolicyEvent(kind, workspace string) {
+	e.cache.onPolicyEvent(kind, workspace)
+	e.signalChanged()
+}
 
 // DropConnections drops every cached connection (a role, data table, cluster or login changed,
 // here or on another replica).
-func (e *Engine) DropConnections() { e.cache.conns.Purge() }
+func (e *Engine) DropConnections() {
+	e.cache.conns.Purge()
+	e.signalChanged()
+}
 
 // DropCaches drops everything cached (a stream broke, reconnected or asked for a resync).
-func (e *Engine) DropCaches() { e.cache.dropAll() }
+func (e *Engine) DropCaches() {
+	e.cache.dropAll()
+	e.signalChanged()
+}
+
+func (e *Engine) signalChanged() {
+	select {
+	case e.changed <- struct{}{}:
+	default: // one pending signal covers any number of changes
+	}
+}
+
+// Changed is signalled after any drop of cached decisions: a decision taken before it may no
+// longer hold.
+func (e *Engine) Changed() <-chan struct{} { return e.changed }
 
 // ConnectionCacheStats returns how many connection lookups (the warm path) hit and missed.
 func (e *Engine) ConnectionCacheStats() (hits, misses uint64) { return e.cache.conns.Stats() }

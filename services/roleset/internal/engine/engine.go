@@ -52,6 +52,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Step, when set, is called at each Step* point (tests only: it may block).
 	Step func(step string)
+	// Proxy is where clients reach this instance's PostgreSQL proxy; zero: no proxy, and a data
+	// table in proxy mode is refused (CodeProxyOff).
+	Proxy ProxyConfig
 }
 
 func (e *Engine) step(name string) {
@@ -74,6 +77,10 @@ type Engine struct {
 
 	mu       sync.Mutex
 	clusters map[string]clusterConn
+
+	// changed is signalled (without blocking) whenever cached decisions are dropped: the
+	// proxy then takes its live sessions' decisions again (Changed).
+	changed chan struct{}
 }
 
 type clusterConn struct {
@@ -98,7 +105,8 @@ func New(cfg Config, st *store.Store, id Identity, cache *Cache) *Engine {
 	if cache == nil {
 		cache = NewCache(0, 0, nil)
 	}
-	return &Engine{cfg: cfg, store: st, identity: id, cache: cache, clusters: map[string]clusterConn{}}
+	return &Engine{cfg: cfg, store: st, identity: id, cache: cache, clusters: map[string]clusterConn{},
+		changed: make(chan struct{}, 1)}
 }
 
 // Close closes the cluster pools.
@@ -171,6 +179,8 @@ type Connection struct {
 	Password string
 	Roles    []string
 	Kind     Kind
+	// Proxy: Host and Port are roleset's proxy, User a ticket id and Password its secret.
+	Proxy bool
 
 	// freshUntil, for a set login, is until when its row's last_used_at is known to be
 	// within touchEvery of now, which keeps it far from any sweep's cutoff: the cache may
@@ -189,6 +199,7 @@ type Decision struct {
 	dt      store.Datatable
 	cluster store.Cluster
 	members []store.Role
+	run     Run
 }
 
 // TokenHash is how a job token is keyed in caches: never the token itself.
@@ -273,7 +284,7 @@ func (e *Engine) Decide(ctx context.Context, token string, ref datatableref.Ref)
 	if err != nil {
 		return nil, err
 	}
-	d := &Decision{dt: dt, cluster: cluster}
+	d := &Decision{dt: dt, cluster: cluster, run: run}
 	if ref.AsViewer {
 		return e.decideViewer(ctx, run, d)
 	}
@@ -447,7 +458,16 @@ func (e *Engine) decideNamed(ctx context.Context, run Run, name string, d *Decis
 // login's entry lives only while its row is known fresh (Connection.freshUntil), so the cache
 // never hands out a login a sweep may have dropped; after that the cold path reads the row.
 func (e *Engine) Resolve(ctx context.Context, token string, ref datatableref.Ref) (Connection, error) {
+	return e.resolve(ctx, token, ref, true)
+}
+
+// resolve is Resolve; with asked false it answers the direct credentials whatever the data
+// table's mode (what the proxy connects upstream with), cached under their own key.
+func (e *Engine) resolve(ctx context.Context, token string, ref datatableref.Ref, asked bool) (Connection, error) {
 	key := TokenHash(token) + "\x00" + ref.String()
+	if !asked {
+		key = "direct\x00" + key
+	}
 	if ce, ok := e.cache.conns.Lookup(key); ok {
 		return ce.conn, nil
 	}
@@ -461,6 +481,11 @@ func (e *Engine) Resolve(ctx context.Context, token string, ref datatableref.Ref
 	c, err := e.credential(ctx, d)
 	if err != nil {
 		return Connection{}, err
+	}
+	if asked && d.dt.CredentialMode == store.ModeProxy {
+		if c, err = e.issueTicket(ctx, token, ref, d, c); err != nil {
+			return Connection{}, err
+		}
 	}
 	e.cache.putConn(key, d.dt.Workspace, c, t)
 	return c, nil

@@ -42,6 +42,8 @@ const (
 	CodeTampered
 	// CodeViewerAccessOff is ?as=viewer on a data table that has not opted in to it.
 	CodeViewerAccessOff
+	// CodeProxyOff is a data table in proxy mode on a roleset that runs no proxy.
+	CodeProxyOff
 
 	codeEnd // one past the last Code; add new Codes above
 )

@@ -142,6 +142,16 @@ func (p *fakePolicy) setMember(m member) {
 	p.emit("member", "ws", m.Username)
 }
 
+// finish ends the run of a job token (its token is refused from now on) and emits policy's
+// run event, as FinishRun does.
+func (p *fakePolicy) finish(tok string) {
+	p.mu.Lock()
+	r := p.runs[tok]
+	delete(p.runs, tok)
+	p.mu.Unlock()
+	p.emit("run", r.GetWorkspace(), r.GetJobId())
+}
+
 // run records a run and returns its job token.
 func (p *fakePolicy) run(owner string, origin policyv1.RunOrigin, viewer string) string {
 	return p.runIn("ws", owner, origin, viewer)

@@ -73,8 +73,16 @@ type Datatable struct {
 	DefaultRole      string
 	// ViewerAccess: jobs may connect ?as=viewer (the data table opted in).
 	ViewerAccess bool
-	Roles        map[string][]string // role id or "admin" -> tenants
+	// CredentialMode is ModeDirect or ModeProxy.
+	CredentialMode string
+	Roles          map[string][]string // role id or "admin" -> tenants
 }
+
+// Credential modes of a data table (datatable.credential_mode).
+const (
+	ModeDirect = "direct"
+	ModeProxy  = "proxy"
+)
 
 // RoleSet is a datatable_role_set row.
 type RoleSet struct {
@@ -350,22 +358,28 @@ func (s *Store) DeleteRoleRow(ctx context.Context, id int64) error {
 // permissions (roles) are kept. viewerAccess nil keeps the stored opt-in (off for a new data
 // table); d.ViewerAccess is ignored and returned as stored.
 func (s *Store) UpsertDatatable(ctx context.Context, d Datatable, viewerAccess *bool) (Datatable, error) {
+	var mode *string // "" keeps the stored mode (direct for a new data table)
+	if d.CredentialMode != "" {
+		mode = &d.CredentialMode
+	}
 	var raw []byte
 	var attached bool
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		// The default role (a role id) must be a key of the roles kept: checked on the row
 		// written, in the same transaction, so a refused upsert writes nothing.
 		err := tx.QueryRow(ctx, `
-INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access)
-VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, false))
+INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access, credential_mode)
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, false), coalesce($9, 'direct'))
 ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
     database = EXCLUDED.database, admin_user = EXCLUDED.admin_user,
     admin_password_enc = EXCLUDED.admin_password_enc, default_role = EXCLUDED.default_role,
     viewer_access = coalesce($8, datatable.viewer_access),
+    credential_mode = coalesce($9, datatable.credential_mode),
     roles = CASE WHEN datatable.cluster_id = EXCLUDED.cluster_id THEN datatable.roles ELSE '{}'::jsonb END,
     updated_at = now()
-RETURNING roles, viewer_access, default_role IN ('admin', '$none') OR roles ? default_role`,
-			d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole, viewerAccess).Scan(&raw, &d.ViewerAccess, &attached)
+RETURNING roles, viewer_access, credential_mode, default_role IN ('admin', '$none') OR roles ? default_role`,
+			d.Workspace, d.Name, d.ClusterID, d.Database, d.AdminUser, d.AdminPasswordEnc, d.DefaultRole, viewerAccess, mode).Scan(
+			&raw, &d.ViewerAccess, &d.CredentialMode, &attached)
 		if err == nil && !attached {
 			return ErrDefaultNotAttached
 		}
@@ -386,9 +400,10 @@ func (s *Store) GetDatatable(ctx context.Context, workspace, name string) (Datat
 	var d Datatable
 	var raw []byte
 	err := s.Pool.QueryRow(ctx, `
-SELECT workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access, roles
+SELECT workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access, credential_mode, roles
 FROM datatable WHERE workspace = $1 AND name = $2`, workspace, name).Scan(
-		&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole, &d.ViewerAccess, &raw)
+		&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole, &d.ViewerAccess,
+		&d.CredentialMode, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}

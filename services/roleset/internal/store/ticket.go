@@ -12,13 +12,13 @@ import (
 
 // ---- tickets ----
 
-const ticketCols = `id, verifier, workspace, job_id, datatable, login, role_ids, created_at, expires_at, revoked_at`
+const ticketCols = `id, verifier, workspace, job_id, datatable, login, role_ids, reference, job_token_enc, created_at, expires_at, revoked_at`
 
 func scanTicket(row pgx.Row) (ticket.Ticket, error) {
 	var t ticket.Ticket
 	var revoked *time.Time
 	err := row.Scan(&t.ID, &t.Verifier, &t.Workspace, &t.JobID, &t.Datatable, &t.Login, &t.RoleIDs,
-		&t.CreatedAt, &t.ExpiresAt, &revoked)
+		&t.Reference, &t.TokenEnc, &t.CreatedAt, &t.ExpiresAt, &revoked)
 	if revoked != nil {
 		t.RevokedAt = *revoked
 	}
@@ -30,10 +30,11 @@ func scanTicket(row pgx.Row) (ticket.Ticket, error) {
 // a replica's clock skew neither shortens nor stretches it.
 func (s *Store) CreateTicket(ctx context.Context, t ticket.Ticket) (ticket.Ticket, error) {
 	t, err := scanTicket(s.Pool.QueryRow(ctx, `
-INSERT INTO ticket (id, verifier, workspace, job_id, datatable, login, role_ids, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)
+INSERT INTO ticket (id, verifier, workspace, job_id, datatable, login, role_ids, reference, job_token_enc, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + $10::interval)
 RETURNING `+ticketCols,
-		t.ID, t.Verifier, t.Workspace, t.JobID, t.Datatable, t.Login, t.RoleIDs, t.ExpiresAt.Sub(t.CreatedAt)))
+		t.ID, t.Verifier, t.Workspace, t.JobID, t.Datatable, t.Login, t.RoleIDs, t.Reference, t.TokenEnc,
+		t.ExpiresAt.Sub(t.CreatedAt)))
 	if uniqueViolation(err) {
 		return t, ErrAlreadyExists
 	}

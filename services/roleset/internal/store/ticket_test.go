@@ -26,6 +26,7 @@ func createTicket(t *testing.T, s *store.Store, b ticket.Binding) (ticket.Ticket
 	t.Helper()
 	tk, pw, err := ticket.Mint(time.Now(), time.Hour, b)
 	require.NoError(t, err)
+	tk.Reference, tk.TokenEnc = "datatable://"+b.Datatable+"?as=viewer", []byte("encrypted job token")
 	stored, err := s.CreateTicket(context.Background(), tk)
 	require.NoError(t, err)
 	return stored, pw

@@ -410,6 +410,12 @@ func (c *Cluster) EnsureSetLogin(ctx context.Context, login, verifier string, me
 	return true, c.Terminate(ctx, login)
 }
 
+// TerminateBackend ends one backend and waits up to 5 s for it to exit.
+func (c *Cluster) TerminateBackend(ctx context.Context, pid uint32) error {
+	_, err := c.pool.Exec(ctx, `SELECT pg_terminate_backend($1, 5000)`, int64(pid))
+	return err
+}
+
 // Terminate ends every session of the role, twice (a login can be mid-authentication during
 // the first pass), waiting for each backend to exit so its temp objects are gone. NOLOGIN and
 // DROP ROLE leave open sessions working, so every retire calls this.

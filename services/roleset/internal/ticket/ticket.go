@@ -46,6 +46,11 @@ type Ticket struct {
 	ID       string
 	Verifier string // SCRAM-SHA-256 verifier of the secret, Postgres's text form
 	Binding
+	// Reference is the data-table reference the ticket was resolved for, and TokenEnc the run's
+	// job token encrypted at rest: with them the decision is taken again when a session starts
+	// and when an event may have changed it (set by the caller after Mint).
+	Reference string
+	TokenEnc  []byte
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	RevokedAt time.Time // zero while not revoked

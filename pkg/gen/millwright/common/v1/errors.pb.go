@@ -118,6 +118,9 @@ const (
 	// ?as=viewer on a data table that has not opted in to it (its viewer_access is off): the
 	// data table's policies were not written to answer per viewer. Metadata: `datatable`.
 	ErrorReason_ERROR_REASON_VIEWER_ACCESS_OFF ErrorReason = 67
+	// The data table hands out proxy tickets (credential mode PROXY), but this roleset runs no
+	// proxy (--proxy-addr): a configuration error of the deployment. Metadata: `datatable`.
+	ErrorReason_ERROR_REASON_PROXY_NOT_CONFIGURED ErrorReason = 68
 	// The change would take seat usage over the licensed cap. Metadata: `before`, `after`, `cap`.
 	ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED ErrorReason = 80
 	// The billing projection has not yet applied the requested stream position.
@@ -165,6 +168,7 @@ var (
 		65: "ERROR_REASON_CLUSTER_ROLE_NOT_OURS",
 		66: "ERROR_REASON_CLUSTER_ROLE_TAMPERED",
 		67: "ERROR_REASON_VIEWER_ACCESS_OFF",
+		68: "ERROR_REASON_PROXY_NOT_CONFIGURED",
 		80: "ERROR_REASON_SEAT_CAP_EXCEEDED",
 		81: "ERROR_REASON_PROJECTION_BEHIND",
 	}
@@ -207,6 +211,7 @@ var (
 		"ERROR_REASON_CLUSTER_ROLE_NOT_OURS":  65,
 		"ERROR_REASON_CLUSTER_ROLE_TAMPERED":  66,
 		"ERROR_REASON_VIEWER_ACCESS_OFF":      67,
+		"ERROR_REASON_PROXY_NOT_CONFIGURED":   68,
 		"ERROR_REASON_SEAT_CAP_EXCEEDED":      80,
 		"ERROR_REASON_PROJECTION_BEHIND":      81,
 	}
@@ -243,7 +248,7 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xbc\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xe3\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
@@ -283,7 +288,8 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_MALFORMED_REFERENCE\x10@\x12&\n" +
 	"\"ERROR_REASON_CLUSTER_ROLE_NOT_OURS\x10A\x12&\n" +
 	"\"ERROR_REASON_CLUSTER_ROLE_TAMPERED\x10B\x12\"\n" +
-	"\x1eERROR_REASON_VIEWER_ACCESS_OFF\x10C\x12\"\n" +
+	"\x1eERROR_REASON_VIEWER_ACCESS_OFF\x10C\x12%\n" +
+	"!ERROR_REASON_PROXY_NOT_CONFIGURED\x10D\x12\"\n" +
 	"\x1eERROR_REASON_SEAT_CAP_EXCEEDED\x10P\x12\"\n" +
 	"\x1eERROR_REASON_PROJECTION_BEHIND\x10QBHZFgithub.com/millwright/millwright/pkg/gen/millwright/common/v1;commonv1b\x06proto3"
 

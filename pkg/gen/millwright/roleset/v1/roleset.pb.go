@@ -24,6 +24,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CredentialMode is how a data table's connections are handed out.
+type CredentialMode int32
+
+const (
+	// Unset: keep the stored mode (a new data table gets DIRECT).
+	CredentialMode_CREDENTIAL_MODE_UNSPECIFIED CredentialMode = 0
+	// The decided login's own password, straight to the cluster. The weaker mode: job code that
+	// copies the password keeps the login's reach after its run ends, from any host.
+	CredentialMode_CREDENTIAL_MODE_DIRECT CredentialMode = 1
+	// A ticket for roleset's PostgreSQL proxy: user = the ticket id, password = its secret, bound
+	// to the run, the data table and the decision. The proxy logs in upstream with the real
+	// password, which never leaves roleset; the ticket and its sessions end when the run ends or
+	// the decision would change.
+	CredentialMode_CREDENTIAL_MODE_PROXY CredentialMode = 2
+)
+
+// Enum value maps for CredentialMode.
+var (
+	CredentialMode_name = map[int32]string{
+		0: "CREDENTIAL_MODE_UNSPECIFIED",
+		1: "CREDENTIAL_MODE_DIRECT",
+		2: "CREDENTIAL_MODE_PROXY",
+	}
+	CredentialMode_value = map[string]int32{
+		"CREDENTIAL_MODE_UNSPECIFIED": 0,
+		"CREDENTIAL_MODE_DIRECT":      1,
+		"CREDENTIAL_MODE_PROXY":       2,
+	}
+)
+
+func (x CredentialMode) Enum() *CredentialMode {
+	p := new(CredentialMode)
+	*p = x
+	return p
+}
+
+func (x CredentialMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CredentialMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_millwright_roleset_v1_roleset_proto_enumTypes[0].Descriptor()
+}
+
+func (CredentialMode) Type() protoreflect.EnumType {
+	return &file_millwright_roleset_v1_roleset_proto_enumTypes[0]
+}
+
+func (x CredentialMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CredentialMode.Descriptor instead.
+func (CredentialMode) EnumDescriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{0}
+}
+
 // ConnectionKind says which kind of login a decision hands out.
 type ConnectionKind int32
 
@@ -65,11 +122,11 @@ func (x ConnectionKind) String() string {
 }
 
 func (ConnectionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_millwright_roleset_v1_roleset_proto_enumTypes[0].Descriptor()
+	return file_millwright_roleset_v1_roleset_proto_enumTypes[1].Descriptor()
 }
 
 func (ConnectionKind) Type() protoreflect.EnumType {
-	return &file_millwright_roleset_v1_roleset_proto_enumTypes[0]
+	return &file_millwright_roleset_v1_roleset_proto_enumTypes[1]
 }
 
 func (x ConnectionKind) Number() protoreflect.EnumNumber {
@@ -78,7 +135,7 @@ func (x ConnectionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConnectionKind.Descriptor instead.
 func (ConnectionKind) EnumDescriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{0}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{1}
 }
 
 // Cluster is a registered target cluster.
@@ -981,9 +1038,11 @@ type Datatable struct {
 	// Whether jobs may connect ?as=viewer (the data table opted in: its row-level security is
 	// written to answer per viewer). Off refuses ?as=viewer with VIEWER_ACCESS_OFF; named roles
 	// and the default role are unaffected.
-	ViewerAccess  bool `protobuf:"varint,7,opt,name=viewer_access,json=viewerAccess,proto3" json:"viewer_access,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ViewerAccess bool `protobuf:"varint,7,opt,name=viewer_access,json=viewerAccess,proto3" json:"viewer_access,omitempty"`
+	// How ResolveConnection hands out credentials for this data table.
+	CredentialMode CredentialMode `protobuf:"varint,8,opt,name=credential_mode,json=credentialMode,proto3,enum=millwright.roleset.v1.CredentialMode" json:"credential_mode,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Datatable) Reset() {
@@ -1065,6 +1124,13 @@ func (x *Datatable) GetViewerAccess() bool {
 	return false
 }
 
+func (x *Datatable) GetCredentialMode() CredentialMode {
+	if x != nil {
+		return x.CredentialMode
+	}
+	return CredentialMode_CREDENTIAL_MODE_UNSPECIFIED
+}
+
 // UpsertDatatableRequest creates or replaces a data table.
 type UpsertDatatableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1085,9 +1151,11 @@ type UpsertDatatableRequest struct {
 	DefaultRole string `protobuf:"bytes,7,opt,name=default_role,json=defaultRole,proto3" json:"default_role,omitempty"`
 	// Opt in to ?as=viewer (see Datatable.viewer_access). Unset keeps the stored value: off for a
 	// new data table, unchanged for an existing one.
-	ViewerAccess  *bool `protobuf:"varint,8,opt,name=viewer_access,json=viewerAccess,proto3,oneof" json:"viewer_access,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ViewerAccess *bool `protobuf:"varint,8,opt,name=viewer_access,json=viewerAccess,proto3,oneof" json:"viewer_access,omitempty"`
+	// The credential mode; unset keeps the stored one (DIRECT for a new data table).
+	CredentialMode CredentialMode `protobuf:"varint,9,opt,name=credential_mode,json=credentialMode,proto3,enum=millwright.roleset.v1.CredentialMode" json:"credential_mode,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpsertDatatableRequest) Reset() {
@@ -1174,6 +1242,13 @@ func (x *UpsertDatatableRequest) GetViewerAccess() bool {
 		return *x.ViewerAccess
 	}
 	return false
+}
+
+func (x *UpsertDatatableRequest) GetCredentialMode() CredentialMode {
+	if x != nil {
+		return x.CredentialMode
+	}
+	return CredentialMode_CREDENTIAL_MODE_UNSPECIFIED
 }
 
 // UpsertDatatableResponse returns the stored data table.
@@ -1592,9 +1667,12 @@ type ResolveConnectionResponse struct {
 	// Names of the roles the login holds ("admin" for the admin connection).
 	Roles []string `protobuf:"bytes,6,rep,name=roles,proto3" json:"roles,omitempty"`
 	// Which kind of login this is.
-	Kind          ConnectionKind `protobuf:"varint,7,opt,name=kind,proto3,enum=millwright.roleset.v1.ConnectionKind" json:"kind,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kind ConnectionKind `protobuf:"varint,7,opt,name=kind,proto3,enum=millwright.roleset.v1.ConnectionKind" json:"kind,omitempty"`
+	// DIRECT: host, port, user and password are the cluster's and the login's. PROXY: they are
+	// roleset's proxy and a run-scoped ticket (user = ticket id, password = ticket secret).
+	CredentialMode CredentialMode `protobuf:"varint,8,opt,name=credential_mode,json=credentialMode,proto3,enum=millwright.roleset.v1.CredentialMode" json:"credential_mode,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ResolveConnectionResponse) Reset() {
@@ -1674,6 +1752,13 @@ func (x *ResolveConnectionResponse) GetKind() ConnectionKind {
 		return x.Kind
 	}
 	return ConnectionKind_CONNECTION_KIND_UNSPECIFIED
+}
+
+func (x *ResolveConnectionResponse) GetCredentialMode() CredentialMode {
+	if x != nil {
+		return x.CredentialMode
+	}
+	return CredentialMode_CREDENTIAL_MODE_UNSPECIFIED
 }
 
 // ExplainConnectionRequest is the same request as ResolveConnectionRequest.
@@ -1986,7 +2071,7 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\fSweepRequest\"C\n" +
 	"\rSweepResponse\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x03R\adropped\x12\x18\n" +
-	"\aresumed\x18\x02 \x01(\x03R\aresumed\"\xdf\x01\n" +
+	"\aresumed\x18\x02 \x01(\x03R\aresumed\"\xaf\x02\n" +
 	"\tDatatable\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1996,7 +2081,8 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\n" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12!\n" +
 	"\fdefault_role\x18\x06 \x01(\tR\vdefaultRole\x12#\n" +
-	"\rviewer_access\x18\a \x01(\bR\fviewerAccess\"\xaa\x02\n" +
+	"\rviewer_access\x18\a \x01(\bR\fviewerAccess\x12N\n" +
+	"\x0fcredential_mode\x18\b \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialMode\"\xfa\x02\n" +
 	"\x16UpsertDatatableRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -2007,7 +2093,8 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12%\n" +
 	"\x0eadmin_password\x18\x06 \x01(\tR\radminPassword\x12!\n" +
 	"\fdefault_role\x18\a \x01(\tR\vdefaultRole\x12(\n" +
-	"\rviewer_access\x18\b \x01(\bH\x00R\fviewerAccess\x88\x01\x01B\x10\n" +
+	"\rviewer_access\x18\b \x01(\bH\x00R\fviewerAccess\x88\x01\x01\x12N\n" +
+	"\x0fcredential_mode\x18\t \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialModeB\x10\n" +
 	"\x0e_viewer_access\"Y\n" +
 	"\x17UpsertDatatableResponse\x12>\n" +
 	"\tdatatable\x18\x01 \x01(\v2 .millwright.roleset.v1.DatatableR\tdatatable\"#\n" +
@@ -2042,7 +2129,7 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x18ResolveConnectionRequest\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x1c\n" +
 	"\tdatatable\x18\x02 \x01(\tR\tdatatable\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\xe0\x01\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\xb0\x02\n" +
 	"\x19ResolveConnectionResponse\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +
@@ -2050,7 +2137,8 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12\x1a\n" +
 	"\bpassword\x18\x05 \x01(\tR\bpassword\x12\x14\n" +
 	"\x05roles\x18\x06 \x03(\tR\x05roles\x129\n" +
-	"\x04kind\x18\a \x01(\x0e2%.millwright.roleset.v1.ConnectionKindR\x04kind\"j\n" +
+	"\x04kind\x18\a \x01(\x0e2%.millwright.roleset.v1.ConnectionKindR\x04kind\x12N\n" +
+	"\x0fcredential_mode\x18\b \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialMode\"j\n" +
 	"\x18ExplainConnectionRequest\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x1c\n" +
 	"\tdatatable\x18\x02 \x01(\tR\tdatatable\x12\x12\n" +
@@ -2069,7 +2157,11 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x12\x14\n" +
 	"\x05roles\x18\x06 \x03(\tR\x05roles\x129\n" +
 	"\x04kind\x18\a \x01(\x0e2%.millwright.roleset.v1.ConnectionKindR\x04kind\x127\n" +
-	"\x05trace\x18\b \x03(\v2!.millwright.roleset.v1.TraceEntryR\x05trace*\x84\x01\n" +
+	"\x05trace\x18\b \x03(\v2!.millwright.roleset.v1.TraceEntryR\x05trace*h\n" +
+	"\x0eCredentialMode\x12\x1f\n" +
+	"\x1bCREDENTIAL_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16CREDENTIAL_MODE_DIRECT\x10\x01\x12\x19\n" +
+	"\x15CREDENTIAL_MODE_PROXY\x10\x02*\x84\x01\n" +
 	"\x0eConnectionKind\x12\x1f\n" +
 	"\x1bCONNECTION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONNECTION_KIND_ADMIN\x10\x01\x12\x18\n" +
@@ -2107,93 +2199,97 @@ func file_millwright_roleset_v1_roleset_proto_rawDescGZIP() []byte {
 	return file_millwright_roleset_v1_roleset_proto_rawDescData
 }
 
-var file_millwright_roleset_v1_roleset_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_millwright_roleset_v1_roleset_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_millwright_roleset_v1_roleset_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_millwright_roleset_v1_roleset_proto_goTypes = []any{
-	(ConnectionKind)(0),               // 0: millwright.roleset.v1.ConnectionKind
-	(*Cluster)(nil),                   // 1: millwright.roleset.v1.Cluster
-	(*UpsertClusterRequest)(nil),      // 2: millwright.roleset.v1.UpsertClusterRequest
-	(*UpsertClusterResponse)(nil),     // 3: millwright.roleset.v1.UpsertClusterResponse
-	(*ListClustersRequest)(nil),       // 4: millwright.roleset.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 5: millwright.roleset.v1.ListClustersResponse
-	(*Role)(nil),                      // 6: millwright.roleset.v1.Role
-	(*CreateRoleRequest)(nil),         // 7: millwright.roleset.v1.CreateRoleRequest
-	(*CreateRoleResponse)(nil),        // 8: millwright.roleset.v1.CreateRoleResponse
-	(*UpdateRoleRequest)(nil),         // 9: millwright.roleset.v1.UpdateRoleRequest
-	(*UpdateRoleResponse)(nil),        // 10: millwright.roleset.v1.UpdateRoleResponse
-	(*DeleteRoleRequest)(nil),         // 11: millwright.roleset.v1.DeleteRoleRequest
-	(*DeleteRoleResponse)(nil),        // 12: millwright.roleset.v1.DeleteRoleResponse
-	(*ListRolesRequest)(nil),          // 13: millwright.roleset.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),         // 14: millwright.roleset.v1.ListRolesResponse
-	(*SweepRequest)(nil),              // 15: millwright.roleset.v1.SweepRequest
-	(*SweepResponse)(nil),             // 16: millwright.roleset.v1.SweepResponse
-	(*Datatable)(nil),                 // 17: millwright.roleset.v1.Datatable
-	(*UpsertDatatableRequest)(nil),    // 18: millwright.roleset.v1.UpsertDatatableRequest
-	(*UpsertDatatableResponse)(nil),   // 19: millwright.roleset.v1.UpsertDatatableResponse
-	(*Tenants)(nil),                   // 20: millwright.roleset.v1.Tenants
-	(*SetPermissionsRequest)(nil),     // 21: millwright.roleset.v1.SetPermissionsRequest
-	(*SetPermissionsResponse)(nil),    // 22: millwright.roleset.v1.SetPermissionsResponse
-	(*GetPermissionsRequest)(nil),     // 23: millwright.roleset.v1.GetPermissionsRequest
-	(*GetPermissionsResponse)(nil),    // 24: millwright.roleset.v1.GetPermissionsResponse
-	(*ResolveConnectionRequest)(nil),  // 25: millwright.roleset.v1.ResolveConnectionRequest
-	(*ResolveConnectionResponse)(nil), // 26: millwright.roleset.v1.ResolveConnectionResponse
-	(*ExplainConnectionRequest)(nil),  // 27: millwright.roleset.v1.ExplainConnectionRequest
-	(*TraceEntry)(nil),                // 28: millwright.roleset.v1.TraceEntry
-	(*ExplainConnectionResponse)(nil), // 29: millwright.roleset.v1.ExplainConnectionResponse
-	nil,                               // 30: millwright.roleset.v1.SetPermissionsRequest.RolesEntry
-	nil,                               // 31: millwright.roleset.v1.SetPermissionsResponse.RolesEntry
-	nil,                               // 32: millwright.roleset.v1.GetPermissionsResponse.RolesEntry
-	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
-	(v1.ErrorReason)(0),               // 34: millwright.common.v1.ErrorReason
+	(CredentialMode)(0),               // 0: millwright.roleset.v1.CredentialMode
+	(ConnectionKind)(0),               // 1: millwright.roleset.v1.ConnectionKind
+	(*Cluster)(nil),                   // 2: millwright.roleset.v1.Cluster
+	(*UpsertClusterRequest)(nil),      // 3: millwright.roleset.v1.UpsertClusterRequest
+	(*UpsertClusterResponse)(nil),     // 4: millwright.roleset.v1.UpsertClusterResponse
+	(*ListClustersRequest)(nil),       // 5: millwright.roleset.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 6: millwright.roleset.v1.ListClustersResponse
+	(*Role)(nil),                      // 7: millwright.roleset.v1.Role
+	(*CreateRoleRequest)(nil),         // 8: millwright.roleset.v1.CreateRoleRequest
+	(*CreateRoleResponse)(nil),        // 9: millwright.roleset.v1.CreateRoleResponse
+	(*UpdateRoleRequest)(nil),         // 10: millwright.roleset.v1.UpdateRoleRequest
+	(*UpdateRoleResponse)(nil),        // 11: millwright.roleset.v1.UpdateRoleResponse
+	(*DeleteRoleRequest)(nil),         // 12: millwright.roleset.v1.DeleteRoleRequest
+	(*DeleteRoleResponse)(nil),        // 13: millwright.roleset.v1.DeleteRoleResponse
+	(*ListRolesRequest)(nil),          // 14: millwright.roleset.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),         // 15: millwright.roleset.v1.ListRolesResponse
+	(*SweepRequest)(nil),              // 16: millwright.roleset.v1.SweepRequest
+	(*SweepResponse)(nil),             // 17: millwright.roleset.v1.SweepResponse
+	(*Datatable)(nil),                 // 18: millwright.roleset.v1.Datatable
+	(*UpsertDatatableRequest)(nil),    // 19: millwright.roleset.v1.UpsertDatatableRequest
+	(*UpsertDatatableResponse)(nil),   // 20: millwright.roleset.v1.UpsertDatatableResponse
+	(*Tenants)(nil),                   // 21: millwright.roleset.v1.Tenants
+	(*SetPermissionsRequest)(nil),     // 22: millwright.roleset.v1.SetPermissionsRequest
+	(*SetPermissionsResponse)(nil),    // 23: millwright.roleset.v1.SetPermissionsResponse
+	(*GetPermissionsRequest)(nil),     // 24: millwright.roleset.v1.GetPermissionsRequest
+	(*GetPermissionsResponse)(nil),    // 25: millwright.roleset.v1.GetPermissionsResponse
+	(*ResolveConnectionRequest)(nil),  // 26: millwright.roleset.v1.ResolveConnectionRequest
+	(*ResolveConnectionResponse)(nil), // 27: millwright.roleset.v1.ResolveConnectionResponse
+	(*ExplainConnectionRequest)(nil),  // 28: millwright.roleset.v1.ExplainConnectionRequest
+	(*TraceEntry)(nil),                // 29: millwright.roleset.v1.TraceEntry
+	(*ExplainConnectionResponse)(nil), // 30: millwright.roleset.v1.ExplainConnectionResponse
+	nil,                               // 31: millwright.roleset.v1.SetPermissionsRequest.RolesEntry
+	nil,                               // 32: millwright.roleset.v1.SetPermissionsResponse.RolesEntry
+	nil,                               // 33: millwright.roleset.v1.GetPermissionsResponse.RolesEntry
+	(*timestamppb.Timestamp)(nil),     // 34: google.protobuf.Timestamp
+	(v1.ErrorReason)(0),               // 35: millwright.common.v1.ErrorReason
 }
 var file_millwright_roleset_v1_roleset_proto_depIdxs = []int32{
-	33, // 0: millwright.roleset.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 1: millwright.roleset.v1.UpsertClusterResponse.cluster:type_name -> millwright.roleset.v1.Cluster
-	1,  // 2: millwright.roleset.v1.ListClustersResponse.clusters:type_name -> millwright.roleset.v1.Cluster
-	33, // 3: millwright.roleset.v1.Role.create_time:type_name -> google.protobuf.Timestamp
-	6,  // 4: millwright.roleset.v1.CreateRoleResponse.role:type_name -> millwright.roleset.v1.Role
-	6,  // 5: millwright.roleset.v1.UpdateRoleResponse.role:type_name -> millwright.roleset.v1.Role
-	6,  // 6: millwright.roleset.v1.ListRolesResponse.roles:type_name -> millwright.roleset.v1.Role
-	17, // 7: millwright.roleset.v1.UpsertDatatableResponse.datatable:type_name -> millwright.roleset.v1.Datatable
-	30, // 8: millwright.roleset.v1.SetPermissionsRequest.roles:type_name -> millwright.roleset.v1.SetPermissionsRequest.RolesEntry
-	31, // 9: millwright.roleset.v1.SetPermissionsResponse.roles:type_name -> millwright.roleset.v1.SetPermissionsResponse.RolesEntry
-	32, // 10: millwright.roleset.v1.GetPermissionsResponse.roles:type_name -> millwright.roleset.v1.GetPermissionsResponse.RolesEntry
-	0,  // 11: millwright.roleset.v1.ResolveConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
-	34, // 12: millwright.roleset.v1.ExplainConnectionResponse.reason:type_name -> millwright.common.v1.ErrorReason
-	0,  // 13: millwright.roleset.v1.ExplainConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
-	28, // 14: millwright.roleset.v1.ExplainConnectionResponse.trace:type_name -> millwright.roleset.v1.TraceEntry
-	20, // 15: millwright.roleset.v1.SetPermissionsRequest.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
-	20, // 16: millwright.roleset.v1.SetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
-	20, // 17: millwright.roleset.v1.GetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
-	2,  // 18: millwright.roleset.v1.ClusterService.UpsertCluster:input_type -> millwright.roleset.v1.UpsertClusterRequest
-	4,  // 19: millwright.roleset.v1.ClusterService.ListClusters:input_type -> millwright.roleset.v1.ListClustersRequest
-	7,  // 20: millwright.roleset.v1.RoleService.CreateRole:input_type -> millwright.roleset.v1.CreateRoleRequest
-	9,  // 21: millwright.roleset.v1.RoleService.UpdateRole:input_type -> millwright.roleset.v1.UpdateRoleRequest
-	11, // 22: millwright.roleset.v1.RoleService.DeleteRole:input_type -> millwright.roleset.v1.DeleteRoleRequest
-	13, // 23: millwright.roleset.v1.RoleService.ListRoles:input_type -> millwright.roleset.v1.ListRolesRequest
-	15, // 24: millwright.roleset.v1.RoleService.Sweep:input_type -> millwright.roleset.v1.SweepRequest
-	18, // 25: millwright.roleset.v1.DatatableService.UpsertDatatable:input_type -> millwright.roleset.v1.UpsertDatatableRequest
-	21, // 26: millwright.roleset.v1.DatatableService.SetPermissions:input_type -> millwright.roleset.v1.SetPermissionsRequest
-	23, // 27: millwright.roleset.v1.DatatableService.GetPermissions:input_type -> millwright.roleset.v1.GetPermissionsRequest
-	25, // 28: millwright.roleset.v1.ConnectionService.ResolveConnection:input_type -> millwright.roleset.v1.ResolveConnectionRequest
-	27, // 29: millwright.roleset.v1.ConnectionService.ExplainConnection:input_type -> millwright.roleset.v1.ExplainConnectionRequest
-	3,  // 30: millwright.roleset.v1.ClusterService.UpsertCluster:output_type -> millwright.roleset.v1.UpsertClusterResponse
-	5,  // 31: millwright.roleset.v1.ClusterService.ListClusters:output_type -> millwright.roleset.v1.ListClustersResponse
-	8,  // 32: millwright.roleset.v1.RoleService.CreateRole:output_type -> millwright.roleset.v1.CreateRoleResponse
-	10, // 33: millwright.roleset.v1.RoleService.UpdateRole:output_type -> millwright.roleset.v1.UpdateRoleResponse
-	12, // 34: millwright.roleset.v1.RoleService.DeleteRole:output_type -> millwright.roleset.v1.DeleteRoleResponse
-	14, // 35: millwright.roleset.v1.RoleService.ListRoles:output_type -> millwright.roleset.v1.ListRolesResponse
-	16, // 36: millwright.roleset.v1.RoleService.Sweep:output_type -> millwright.roleset.v1.SweepResponse
-	19, // 37: millwright.roleset.v1.DatatableService.UpsertDatatable:output_type -> millwright.roleset.v1.UpsertDatatableResponse
-	22, // 38: millwright.roleset.v1.DatatableService.SetPermissions:output_type -> millwright.roleset.v1.SetPermissionsResponse
-	24, // 39: millwright.roleset.v1.DatatableService.GetPermissions:output_type -> millwright.roleset.v1.GetPermissionsResponse
-	26, // 40: millwright.roleset.v1.ConnectionService.ResolveConnection:output_type -> millwright.roleset.v1.ResolveConnectionResponse
-	29, // 41: millwright.roleset.v1.ConnectionService.ExplainConnection:output_type -> millwright.roleset.v1.ExplainConnectionResponse
-	30, // [30:42] is the sub-list for method output_type
-	18, // [18:30] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	34, // 0: millwright.roleset.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 1: millwright.roleset.v1.UpsertClusterResponse.cluster:type_name -> millwright.roleset.v1.Cluster
+	2,  // 2: millwright.roleset.v1.ListClustersResponse.clusters:type_name -> millwright.roleset.v1.Cluster
+	34, // 3: millwright.roleset.v1.Role.create_time:type_name -> google.protobuf.Timestamp
+	7,  // 4: millwright.roleset.v1.CreateRoleResponse.role:type_name -> millwright.roleset.v1.Role
+	7,  // 5: millwright.roleset.v1.UpdateRoleResponse.role:type_name -> millwright.roleset.v1.Role
+	7,  // 6: millwright.roleset.v1.ListRolesResponse.roles:type_name -> millwright.roleset.v1.Role
+	0,  // 7: millwright.roleset.v1.Datatable.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	0,  // 8: millwright.roleset.v1.UpsertDatatableRequest.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	18, // 9: millwright.roleset.v1.UpsertDatatableResponse.datatable:type_name -> millwright.roleset.v1.Datatable
+	31, // 10: millwright.roleset.v1.SetPermissionsRequest.roles:type_name -> millwright.roleset.v1.SetPermissionsRequest.RolesEntry
+	32, // 11: millwright.roleset.v1.SetPermissionsResponse.roles:type_name -> millwright.roleset.v1.SetPermissionsResponse.RolesEntry
+	33, // 12: millwright.roleset.v1.GetPermissionsResponse.roles:type_name -> millwright.roleset.v1.GetPermissionsResponse.RolesEntry
+	1,  // 13: millwright.roleset.v1.ResolveConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
+	0,  // 14: millwright.roleset.v1.ResolveConnectionResponse.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	35, // 15: millwright.roleset.v1.ExplainConnectionResponse.reason:type_name -> millwright.common.v1.ErrorReason
+	1,  // 16: millwright.roleset.v1.ExplainConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
+	29, // 17: millwright.roleset.v1.ExplainConnectionResponse.trace:type_name -> millwright.roleset.v1.TraceEntry
+	21, // 18: millwright.roleset.v1.SetPermissionsRequest.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
+	21, // 19: millwright.roleset.v1.SetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
+	21, // 20: millwright.roleset.v1.GetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
+	3,  // 21: millwright.roleset.v1.ClusterService.UpsertCluster:input_type -> millwright.roleset.v1.UpsertClusterRequest
+	5,  // 22: millwright.roleset.v1.ClusterService.ListClusters:input_type -> millwright.roleset.v1.ListClustersRequest
+	8,  // 23: millwright.roleset.v1.RoleService.CreateRole:input_type -> millwright.roleset.v1.CreateRoleRequest
+	10, // 24: millwright.roleset.v1.RoleService.UpdateRole:input_type -> millwright.roleset.v1.UpdateRoleRequest
+	12, // 25: millwright.roleset.v1.RoleService.DeleteRole:input_type -> millwright.roleset.v1.DeleteRoleRequest
+	14, // 26: millwright.roleset.v1.RoleService.ListRoles:input_type -> millwright.roleset.v1.ListRolesRequest
+	16, // 27: millwright.roleset.v1.RoleService.Sweep:input_type -> millwright.roleset.v1.SweepRequest
+	19, // 28: millwright.roleset.v1.DatatableService.UpsertDatatable:input_type -> millwright.roleset.v1.UpsertDatatableRequest
+	22, // 29: millwright.roleset.v1.DatatableService.SetPermissions:input_type -> millwright.roleset.v1.SetPermissionsRequest
+	24, // 30: millwright.roleset.v1.DatatableService.GetPermissions:input_type -> millwright.roleset.v1.GetPermissionsRequest
+	26, // 31: millwright.roleset.v1.ConnectionService.ResolveConnection:input_type -> millwright.roleset.v1.ResolveConnectionRequest
+	28, // 32: millwright.roleset.v1.ConnectionService.ExplainConnection:input_type -> millwright.roleset.v1.ExplainConnectionRequest
+	4,  // 33: millwright.roleset.v1.ClusterService.UpsertCluster:output_type -> millwright.roleset.v1.UpsertClusterResponse
+	6,  // 34: millwright.roleset.v1.ClusterService.ListClusters:output_type -> millwright.roleset.v1.ListClustersResponse
+	9,  // 35: millwright.roleset.v1.RoleService.CreateRole:output_type -> millwright.roleset.v1.CreateRoleResponse
+	11, // 36: millwright.roleset.v1.RoleService.UpdateRole:output_type -> millwright.roleset.v1.UpdateRoleResponse
+	13, // 37: millwright.roleset.v1.RoleService.DeleteRole:output_type -> millwright.roleset.v1.DeleteRoleResponse
+	15, // 38: millwright.roleset.v1.RoleService.ListRoles:output_type -> millwright.roleset.v1.ListRolesResponse
+	17, // 39: millwright.roleset.v1.RoleService.Sweep:output_type -> millwright.roleset.v1.SweepResponse
+	20, // 40: millwright.roleset.v1.DatatableService.UpsertDatatable:output_type -> millwright.roleset.v1.UpsertDatatableResponse
+	23, // 41: millwright.roleset.v1.DatatableService.SetPermissions:output_type -> millwright.roleset.v1.SetPermissionsResponse
+	25, // 42: millwright.roleset.v1.DatatableService.GetPermissions:output_type -> millwright.roleset.v1.GetPermissionsResponse
+	27, // 43: millwright.roleset.v1.ConnectionService.ResolveConnection:output_type -> millwright.roleset.v1.ResolveConnectionResponse
+	30, // 44: millwright.roleset.v1.ConnectionService.ExplainConnection:output_type -> millwright.roleset.v1.ExplainConnectionResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_millwright_roleset_v1_roleset_proto_init() }
@@ -2208,7 +2304,7 @@ func file_millwright_roleset_v1_roleset_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_roleset_v1_roleset_proto_rawDesc), len(file_millwright_roleset_v1_roleset_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   4,

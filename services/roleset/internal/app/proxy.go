@@ -1,0 +1,127 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/millwright/millwright/services/roleset/internal/engine"
+	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
+	"github.com/millwright/millwright/services/roleset/internal/store"
+	"github.com/millwright/millwright/services/roleset/internal/ticket"
+)
+
+// proxyAuth answers the proxy's lookups from tickets: the decision is taken again at every
+// session start (engine.TicketUpstream), so a ticket whose run ended or whose decision changed
+// logs no one in, whatever replica minted it.
+type proxyAuth struct{ eng *engine.Engine }
+
+func (a proxyAuth) Verifier(ctx context.Context, user, database string) (string, pgproxy.Target, bool, error) {
+	id, err := ticket.ParseID(user)
+	if err != nil {
+		return "", pgproxy.Target{}, false, nil
+	}
+	up, err := a.eng.TicketUpstream(ctx, id)
+	if errors.Is(err, engine.ErrTicketRefused) {
+		return "", pgproxy.Target{}, false, nil
+	}
+	if err != nil {
+		return "", pgproxy.Target{}, false, err
+	}
+	if database != up.Conn.Database {
+		return "", pgproxy.Target{}, false, nil // a ticket is good for its data table's database only
+	}
+	c := up.Conn
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(c.User, c.Password),
+		Host: net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), Path: "/" + c.Database}
+	cfg, err := pgconn.ParseConfig(u.String())
+	if err != nil {
+		return "", pgproxy.Target{}, false, err
+	}
+	tk := up.Ticket
+	return tk.Verifier, pgproxy.Target{
+		Dial: pgproxy.DialConfig(cfg),
+		Terminate: func(ctx context.Context, pid uint32) error {
+			return a.eng.TerminateBackend(ctx, up.ClusterID, pid)
+		},
+		Bind: pgproxy.Binding{TicketID: tk.ID, JobID: tk.JobID, DataTable: tk.Datatable, Login: tk.Login},
+	}, true, nil
+}
+
+// cancelKeys keeps the proxy's cancel keys in roleset's database, so a cancel request reaching
+// any replica finds its session's upstream.
+type cancelKeys struct{ st *store.Store }
+
+func secretBytes(s uint32) []byte { return binary.BigEndian.AppendUint32(nil, s) }
+
+func (k cancelKeys) Put(ctx context.Context, key pgproxy.CancelKey, t pgproxy.CancelTarget) error {
+	host, port, err := net.SplitHostPort(t.Address)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return err
+	}
+	return k.st.PutCancelKey(ctx, store.CancelKey{ProxyPID: key.PID, ProxySecret: secretBytes(key.Secret),
+		UpstreamHost: host, UpstreamPort: p, UpstreamPID: t.PID, UpstreamSecret: t.Secret})
+}
+
+func (k cancelKeys) Get(ctx context.Context, key pgproxy.CancelKey) (pgproxy.CancelTarget, bool, error) {
+	c, err := k.st.GetCancelKey(ctx, key.PID, secretBytes(key.Secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return pgproxy.CancelTarget{}, false, nil
+	}
+	if err != nil {
+		return pgproxy.CancelTarget{}, false, err
+	}
+	return pgproxy.CancelTarget{Network: "tcp", Address: net.JoinHostPort(c.UpstreamHost, strconv.Itoa(c.UpstreamPort)),
+		PID: c.UpstreamPID, Secret: c.UpstreamSecret}, true, nil
+}
+
+func (k cancelKeys) Delete(ctx context.Context, key pgproxy.CancelKey) error {
+	return k.st.DeleteCancelKey(ctx, key.PID, secretBytes(key.Secret))
+}
+
+// NewProxy builds the proxy of this roleset over eng and st.
+func NewProxy(eng *engine.Engine, st *store.Store, tlsCfg *tls.Config, logger *slog.Logger) *pgproxy.Server {
+	return pgproxy.New(pgproxy.Config{Authorizer: proxyAuth{eng}, CancelKeys: cancelKeys{st}, TLS: tlsCfg, Logger: logger})
+}
+
+// Rejudge ends the proxied sessions whose decision no longer holds, each time the engine drops
+// cached decisions (an event of policy's or roleset's stream: a run ended, a token was revoked,
+// a member's groups or a role or a data table's permissions changed). Each live ticket's
+// decision is taken again; a refused one is revoked and its sessions closed, upstream backend
+// included. A lookup that fails for another reason (policy unreachable) leaves the session, and
+// is retried at the next change.
+func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger *slog.Logger) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-eng.Changed():
+		}
+		seen := map[string]bool{}
+		px.CloseSessions(func(b pgproxy.Binding) bool {
+			seen[b.TicketID] = true
+			return false // only listing: the decisions are taken below, outside the proxy's lock
+		})
+		for id := range seen {
+			_, err := eng.TicketUpstream(ctx, id)
+			switch {
+			case errors.Is(err, engine.ErrTicketRefused):
+				n := px.CloseSessions(func(b pgproxy.Binding) bool { return b.TicketID == id })
+				logger.Info("proxied sessions ended: their decision no longer holds", "ticket", id, "sessions", n)
+			case err != nil && ctx.Err() == nil:
+				logger.Warn("re-judging a proxied session", "ticket", id, "error", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package itest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/services/roleset/internal/app"
+	"github.com/millwright/millwright/services/roleset/internal/engine"
+	"github.com/millwright/millwright/services/roleset/internal/store"
+)
+
+// startProxied starts a replica that runs the PostgreSQL proxy, wired as the roleset app wires
+// it (app.NewProxy, app.Rejudge).
+func (e *env) startProxied() *replica {
+	t := e.t
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	r := e.start(func(c *engine.Config) { c.Proxy = engine.ProxyConfig{Host: "127.0.0.1", Port: port} })
+	px := app.NewProxy(r.eng, store.New(r.pool), nil, slog.Default())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = px.Serve(ln); done <- struct{}{} }()
+	go func() { _ = app.Rejudge(ctx, r.eng, px, slog.Default()); done <- struct{}{} }()
+	t.Cleanup(func() {
+		cancel()
+		_ = px.Close()
+		<-done
+		<-done
+	})
+	return r
+}
+
+// proxyMode puts the fixture's data table main in proxy mode.
+func (f *fixture) proxyMode(t *testing.T, r *replica) {
+	t.Helper()
+	res, err := r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: "main",
+		ClusterId: f.clusterID, Database: f.targetDB, AdminUser: f.adminUser, AdminPassword: f.adminPass,
+		DefaultRole: f.emea.GetRoleId(), ViewerAccess: proto.Bool(true),
+		CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY})
+	require.NoError(t, err)
+	require.Equal(t, rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY, res.GetDatatable().GetCredentialMode())
+}
+
+// session opens a connection through the proxy with c and returns it with its upstream
+// backend's pid (pg_backend_pid runs upstream).
+func session(t *testing.T, c *rolesetv1.ResolveConnectionResponse) (*pgx.Conn, int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, loginDSN(c.GetHost(), int(c.GetPort()), c.GetUser(), c.GetPassword(), c.GetDatabase()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	var pid int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	return conn, pid
+}
+
+// requireEnded waits until the session's upstream backend is gone from pg_stat_activity and
+// the client's connection fails, and returns how long that took.
+func (f *fixture) requireEnded(t *testing.T, conn *pgx.Conn, pid int, since time.Time) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	super, err := pgx.Connect(ctx, f.superDSN)
+	require.NoError(t, err)
+	defer super.Close(ctx)
+	var took time.Duration
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var n int
+		assert.NoError(c, super.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
+		assert.Zero(c, n, "the upstream backend is gone")
+		took = time.Since(since)
+	}, 5*time.Second, 2*time.Millisecond)
+	_, err = conn.Exec(ctx, `SELECT 1`)
+	require.Error(t, err, "the client's session is closed")
+	return took
+}
+
+func require28P01(t *testing.T, c *rolesetv1.ResolveConnectionResponse) {
+	t.Helper()
+	_, err := pgx.Connect(context.Background(), loginDSN(c.GetHost(), int(c.GetPort()), c.GetUser(), c.GetPassword(), c.GetDatabase()))
+	var pe *pgconn.PgError
+	require.True(t, errors.As(err, &pe), "%v", err)
+	require.Equal(t, "28P01", pe.Code)
+}
+
+// In proxy mode a job gets a ticket, not a password: it connects through roleset's proxy and
+// sees exactly its viewer's rows; the ticket and its open sessions (upstream backends
+// included) end when the run ends, when a role of the decision is disabled, and when the
+// viewer leaves the group the decision rested on (issue 14).
+func TestProxyTickets(t *testing.T) {
+	f := newFixture(t, 1)
+	px := f.startProxied()
+	f.proxyMode(t, px)
+	ctx := context.Background()
+
+	t.Run("a replica without a proxy refuses proxy mode", func(t *testing.T) {
+		_, err := f.resolve(f.r, f.viewerRun("alice@x"), "datatable://main?as=viewer")
+		require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+		require.Equal(t, commonv1.ErrorReason_ERROR_REASON_PROXY_NOT_CONFIGURED, reasonOf(err))
+	})
+
+	t.Run("the viewer's rows through the proxy, with a ticket", func(t *testing.T) {
+		c, err := f.resolve(px, f.viewerRun("alice@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		require.Equal(t, rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY, c.GetCredentialMode())
+		require.Regexp(t, `^t_[a-z2-7]{26}$`, c.GetUser())
+		require.Equal(t, []string{f.emea.GetName()}, c.GetRoles())
+		got, err := query(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2}, got, "alice sees the EMEA rows only")
+		conn, _ := session(t, c)
+		var user string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT current_user`).Scan(&user))
+		require.Equal(t, f.emea.GetName(), user, "upstream, the proxy is the decided login")
+
+		bad := proto.Clone(c).(*rolesetv1.ResolveConnectionResponse)
+		bad.Password += "x"
+		require28P01(t, bad)
+	})
+
+	t.Run("the run ends: its sessions end and its ticket is refused", func(t *testing.T) {
+		tok := f.viewerRun("alice@x")
+		c, err := f.resolve(px, tok, "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, pid := session(t, c)
+		start := time.Now()
+		f.policy.finish(tok)
+		took := f.requireEnded(t, conn, pid, start)
+		t.Logf("run ended -> session and backend gone in %v", took)
+		require28P01(t, c)
+	})
+
+	t.Run("a role of the decision is disabled", func(t *testing.T) {
+		c, err := f.resolve(px, f.viewerRun("bob@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, pid := session(t, c)
+		start := time.Now()
+		_, err = px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(false)})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(true)})
+		})
+		t.Logf("role disabled -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
+		require28P01(t, c)
+	})
+
+	t.Run("the viewer leaves the group the decision rested on", func(t *testing.T) {
+		c, err := f.resolve(px, f.viewerRun("alice@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, pid := session(t, c)
+		start := time.Now()
+		f.policy.setMember(member{Email: "alice@x", Username: "alice"})
+		t.Logf("viewer left g/emea -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
+		require28P01(t, c)
+	})
+}
