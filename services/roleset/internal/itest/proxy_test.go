@@ -2,7 +2,6 @@ package itest
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"testing"
@@ -93,7 +92,7 @@ func require28P01(t *testing.T, c *rolesetv1.ResolveConnectionResponse) {
 	t.Helper()
 	_, err := pgx.Connect(context.Background(), loginDSN(c.GetHost(), int(c.GetPort()), c.GetUser(), c.GetPassword(), c.GetDatabase()))
 	var pe *pgconn.PgError
-	require.True(t, errors.As(err, &pe), "%v", err)
+	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "28P01", pe.Code)
 }
 
