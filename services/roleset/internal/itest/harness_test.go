@@ -211,6 +211,8 @@ type replica struct {
 	cache  *engine.Cache
 	cc     *grpc.ClientConn
 	pool   *pgxpool.Pool
+	// proxyPort is where its PostgreSQL proxy listens (startProxied); 0: none.
+	proxyPort int
 }
 
 // migrator brings a database to roleset's schema.

@@ -30,6 +30,7 @@ func (e *env) startProxied() *replica {
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	r := e.start(func(c *engine.Config) { c.Proxy = engine.ProxyConfig{Host: "127.0.0.1", Port: port} })
+	r.proxyPort = port
 	px := app.NewProxy(r.eng, store.New(r.pool), nil, slog.Default())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
@@ -150,11 +151,59 @@ func TestProxyTickets(t *testing.T) {
 		start := time.Now()
 		_, err = px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(false)})
 		require.NoError(t, err)
+		t.Logf("the disable RPC itself took %v", time.Since(start))
 		t.Cleanup(func() {
 			_, _ = px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(true)})
 		})
 		t.Logf("role disabled -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
 		require28P01(t, c)
+	})
+
+	t.Run("the data table's permissions change so that the decision would change", func(t *testing.T) {
+		c, err := f.resolve(px, f.viewerRun("carol@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, pid := session(t, c)
+		start := time.Now()
+		_, err = px.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
+			DefaultRole: f.emea.GetRoleId(), Roles: map[string]*rolesetv1.Tenants{
+				f.emea.GetRoleId(): {Tenants: []string{"g/emea"}},
+				f.apac.GetRoleId(): {Tenants: []string{"u/bob"}}, // g/apac no longer: carol keeps emea only
+				f.amer.GetRoleId(): {Tenants: []string{"g/amer", "u/frank"}},
+				"admin":            {Tenants: []string{"u/dave", "u/alice"}},
+			}})
+		require.NoError(t, err)
+		t.Logf("permissions changed -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
+		require28P01(t, c)
+	})
+
+	t.Run("a cancel request reaches the upstream backend through the proxy", func(t *testing.T) {
+		c, err := f.resolve(px, f.viewerRun("bob@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, _ := session(t, c)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			// A cancel request on its own connection to the proxy, with the proxy's key.
+			_ = conn.PgConn().CancelRequest(context.Background())
+		}()
+		start := time.Now()
+		_, err = conn.Exec(context.Background(), `SELECT pg_sleep(30)`)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, "57014", pe.Code, "cancelled upstream (query_canceled), not cut off")
+		require.Less(t, time.Since(start), 10*time.Second)
+		_, err = conn.Exec(context.Background(), `SELECT 1`)
+		require.NoError(t, err, "the session lives on after its query was cancelled")
+	})
+
+	t.Run("any replica serves a ticket another replica minted", func(t *testing.T) {
+		other := f.startProxied()
+		c, err := f.resolve(px, f.viewerRun("bob@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		oc := proto.Clone(c).(*rolesetv1.ResolveConnectionResponse)
+		oc.Port = int32(other.proxyPort)
+		got, err := query(ctx, oc)
+		require.NoError(t, err)
+		require.Equal(t, []int{3, 4}, got, "bob sees the APAC rows only")
 	})
 
 	t.Run("the viewer leaves the group the decision rested on", func(t *testing.T) {
