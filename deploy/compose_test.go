@@ -24,12 +24,32 @@ type composeService struct {
 		Aliases []string `yaml:"aliases"`
 	} `yaml:"networks"`
 	Profiles []string `yaml:"profiles"`
+	Ports    []string `yaml:"ports"` // docker-compose 1.29 normalizes them to [ip:]host:container[/proto]
+}
+
+// published returns the host address ("127.0.0.1:5433") a service publishes container port
+// port on, or "".
+func (s composeService) published(port string) string {
+	for _, p := range s.Ports {
+		p, _, _ = strings.Cut(p, "/")
+		i := strings.LastIndex(p, ":")
+		if i < 0 || p[i+1:] != port {
+			continue
+		}
+		host := p[:i]
+		if !strings.Contains(host, ":") {
+			host = "0.0.0.0:" + host
+		}
+		return host
+	}
+	return ""
 }
 
 // TestCompose validates deploy/compose.yaml with docker-compose itself, then checks the
 // normalized result: two healthy-checked replicas per service behind one alias, a migrate
-// run per service on the same database, and every flag and environment variable (including
-// the /grpcprobe health checks) against the binaries.
+// run per service on the same database, roleset's PostgreSQL proxy published on the host
+// address it advertises, and every flag and environment variable (including the /grpcprobe
+// health checks) against the binaries.
 func TestCompose(t *testing.T) {
 	dc, err := exec.LookPath("docker-compose")
 	if err != nil {
@@ -92,6 +112,15 @@ func TestCompose(t *testing.T) {
 				v, _ := effective(h.flags["grpc-addr"], inv, values)
 				require.Equal(t, addrPort(v), addrPort(pinv.flags["addr"]), "%s: the health check must ask the gRPC port", where)
 				serveDB[inv.bin] = values["DATABASE_URL"]
+				if f, ok := h.flags["proxy-addr"]; ok {
+					addr, _ := effective(f, inv, values)
+					port := addrPort(addr)
+					require.NotEmpty(t, port, "%s: -proxy-addr (env %s) is %q: the PostgreSQL proxy must listen on a port", where, f.env, addr)
+					pub := s.published(port)
+					require.NotEmpty(t, pub, "%s: the proxy port %s is not published", where, port)
+					adv, _ := effective(h.flags["proxy-advertise"], inv, values)
+					require.Equal(t, pub, adv, "%s: -proxy-advertise must be the host address the proxy port is published on", where)
+				}
 				for _, n := range s.Networks {
 					if n != nil {
 						for _, a := range n.Aliases {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 
 type meta struct {
 	Name        string            `yaml:"name"`
+	Namespace   string            `yaml:"namespace"`
 	Labels      map[string]string `yaml:"labels"`
 	Annotations map[string]string `yaml:"annotations"`
 }
@@ -33,10 +36,12 @@ type envVar struct {
 	Name      string  `yaml:"name"`
 	Value     *string `yaml:"value"`
 	ValueFrom *struct {
-		SecretKeyRef     *keyRef `yaml:"secretKeyRef"`
-		ConfigMapKeyRef  *keyRef `yaml:"configMapKeyRef"`
-		FieldRef         any     `yaml:"fieldRef"`
-		ResourceFieldRef any     `yaml:"resourceFieldRef"`
+		SecretKeyRef    *keyRef `yaml:"secretKeyRef"`
+		ConfigMapKeyRef *keyRef `yaml:"configMapKeyRef"`
+		FieldRef        *struct {
+			FieldPath string `yaml:"fieldPath"`
+		} `yaml:"fieldRef"`
+		ResourceFieldRef any `yaml:"resourceFieldRef"`
 	} `yaml:"valueFrom"`
 }
 
@@ -71,6 +76,12 @@ type container struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
+	} `yaml:"volumeMounts"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
 	Resources      struct {
@@ -84,6 +95,16 @@ type podTemplate struct {
 	Spec     struct {
 		InitContainers []container `yaml:"initContainers"`
 		Containers     []container `yaml:"containers"`
+		Volumes        []struct {
+			Name   string `yaml:"name"`
+			Secret *struct {
+				SecretName string `yaml:"secretName"`
+				Items      []struct {
+					Key  string `yaml:"key"`
+					Path string `yaml:"path"`
+				} `yaml:"items"`
+			} `yaml:"secret"`
+		} `yaml:"volumes"`
 	} `yaml:"spec"`
 }
 
@@ -141,6 +162,40 @@ type object struct {
 }
 
 func (o object) id() string { return o.Kind + "/" + o.Metadata.Name }
+
+// namespace is where the object lands: the overlay's namespace, or the one kubectl applies the
+// base to.
+func (o object) namespace() string {
+	if o.Metadata.Namespace == "" {
+		return "default"
+	}
+	return o.Metadata.Namespace
+}
+
+// secretFile finds the Secret key behind a file path of container c: path must be
+// <mountPath>/<file> of a read-only mount of a Secret volume of o's pods.
+func (o object) secretFile(c container, path string) (secret, key string, ok bool) {
+	for _, m := range c.VolumeMounts {
+		rel, found := strings.CutPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !found || !m.ReadOnly || m.SubPath != "" {
+			continue
+		}
+		for _, v := range o.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			if len(v.Secret.Items) == 0 {
+				return v.Secret.SecretName, rel, true
+			}
+			for _, it := range v.Secret.Items {
+				if it.Path == rel {
+					return v.Secret.SecretName, it.Key, true
+				}
+			}
+		}
+	}
+	return "", "", false
+}
 
 // matchLabels reads spec.selector as a label selector ({matchLabels: ...}) or, for a Service,
 // a plain map.
@@ -290,7 +345,7 @@ func checkObjects(t *testing.T, objs []object, targets map[string]dockerTarget, 
 					t.Errorf("%s: no %s limit", where, r)
 				}
 			}
-			names, values := containerEnv(t, where, c, configMaps, secretRefs)
+			names, values := containerEnv(t, where, o, c, configMaps, secretRefs)
 			target := ourImage(c.Image)
 			if target == "" {
 				continue // a third-party image (the collector): generic rules only
@@ -316,6 +371,7 @@ func checkObjects(t *testing.T, objs []object, targets map[string]dockerTarget, 
 			switch {
 			case o.Kind == "Deployment" && sub == "serve":
 				checkPorts(t, where, c, inv, h, values)
+				checkProxy(t, where, o, c, inv, h, values, services)
 				if _, ok := h.flags["database-url"]; ok {
 					require.NotEmpty(t, db, "%s: DATABASE_URL must come from a Secret", where)
 					served[inv.bin] = dbUse{c.Image, db}
@@ -386,7 +442,7 @@ func checkObjects(t *testing.T, objs []object, targets map[string]dockerTarget, 
 	// Upstream addresses name a Service and one of its ports.
 	for _, d := range deployments {
 		for _, c := range d.Spec.Template.Spec.Containers {
-			_, values := containerEnv(t, d.id(), c, configMaps, map[string]bool{})
+			_, values := containerEnv(t, d.id(), d, c, configMaps, map[string]bool{})
 			for k, v := range values {
 				if !strings.HasSuffix(k, "_ADDR") || strings.HasPrefix(v, ":") || v == "" {
 					continue
@@ -460,14 +516,21 @@ func hasKind(objs []object, kind string) bool {
 	return false
 }
 
-// containerEnv returns the names of every environment variable a container gets and the
-// literal values among them (env values and ConfigMap entries). A name that looks like a
-// secret must come from a secretKeyRef; envFrom a Secret is refused because its keys are
-// invisible to review and to this test.
-func containerEnv(t *testing.T, where string, c container, configMaps map[string]map[string]string, secretRefs map[string]bool) ([]string, map[string]string) {
+// envRef is a $(VAR) reference in an env value, which Kubernetes expands from the variables
+// defined before it.
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// containerEnv returns the names of every environment variable a container of o gets and the
+// literal values among them (env values, expanded as Kubernetes does, ConfigMap entries and
+// the pod's namespace). A name that looks like a secret must come from a secretKeyRef, or be
+// the path of a file of a Secret mounted read-only; envFrom a Secret is refused because its
+// keys are invisible to review and to this test. A variable of the downward API that only
+// serves to build another one's value is left out of the names: no binary need read it.
+func containerEnv(t *testing.T, where string, o object, c container, configMaps map[string]map[string]string, secretRefs map[string]bool) ([]string, map[string]string) {
 	t.Helper()
 	var names []string
 	values := map[string]string{}
+	downward, referenced := map[string]bool{}, map[string]bool{}
 	for _, ef := range c.EnvFrom {
 		if ef.SecretRef != nil {
 			t.Errorf("%s: envFrom a Secret; reference each key with secretKeyRef instead", where)
@@ -490,12 +553,32 @@ func containerEnv(t *testing.T, where string, c container, configMaps map[string
 			secretRefs[e.ValueFrom.SecretKeyRef.Name] = true
 			delete(values, e.Name)
 		}
+		if e.Value != nil {
+			if s, _, ok := o.secretFile(c, *e.Value); ok {
+				secretRefs[s] = true
+				fromSecret = true
+			}
+		}
 		if secretName.MatchString(e.Name) && !allowedForeignEnv(e.Name) && !fromSecret {
-			t.Errorf("%s: %s must come from a secretKeyRef, never a value or a ConfigMap", where, e.Name)
+			t.Errorf("%s: %s must come from a secretKeyRef or a file of a Secret mounted read-only, never a value or a ConfigMap", where, e.Name)
+		}
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			downward[e.Name] = true
+			if e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+				values[e.Name] = o.namespace()
+			}
 		}
 		if e.Value != nil {
-			values[e.Name] = *e.Value
-			if credentialInURL.MatchString(*e.Value) {
+			v := envRef.ReplaceAllStringFunc(*e.Value, func(ref string) string {
+				name := envRef.FindStringSubmatch(ref)[1]
+				referenced[name] = true
+				if val, ok := values[name]; ok {
+					return val
+				}
+				return ref
+			})
+			values[e.Name] = v
+			if credentialInURL.MatchString(v) {
 				t.Errorf("%s: %s holds a URL with a password", where, e.Name)
 			}
 		}
@@ -508,6 +591,7 @@ func containerEnv(t *testing.T, where string, c container, configMaps map[string
 			values[e.Name] = v
 		}
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return downward[n] && referenced[n] })
 	return names, values
 }
 
@@ -582,6 +666,57 @@ func checkPorts(t *testing.T, where string, c container, inv invocation, h *help
 		return
 	}
 	t.Errorf("%s: `%s serve` has neither -grpc-addr nor -http-addr: update this test", where, inv.bin)
+}
+
+// checkProxy: a binary with -proxy-addr (roleset) runs its PostgreSQL proxy. It listens on its
+// container port "postgres-proxy", a Service selecting its pods exposes that port,
+// -proxy-advertise (what ResolveConnection tells jobs) is that Service's cluster DNS name
+// <service>.<namespace>.svc and port, and the TLS certificate and key are tls.crt and tls.key
+// of one Secret (the keys of a kubernetes.io/tls Secret) mounted read-only.
+func checkProxy(t *testing.T, where string, o object, c container, inv invocation, h *help, values map[string]string, services map[string]object) {
+	t.Helper()
+	f, ok := h.flags["proxy-addr"]
+	if !ok {
+		return
+	}
+	addr, _ := effective(f, inv, values)
+	port, _ := strconv.Atoi(addrPort(addr))
+	if port == 0 {
+		t.Errorf("%s: -proxy-addr (env %s) is %q: the PostgreSQL proxy must listen on a port", where, f.env, addr)
+		return
+	}
+	if containerPort(c, "postgres-proxy") != port {
+		t.Errorf("%s: the proxy listens on port %d but its container port \"postgres-proxy\" is %d", where, port, containerPort(c, "postgres-proxy"))
+	}
+	var want []string
+	for _, s := range services {
+		if !selects(s.matchLabels(t), o.Spec.Template.Metadata.Labels) {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			target := p.TargetPort
+			if target == nil {
+				target = p.Port
+			}
+			if probePort(c, target) == port {
+				want = append(want, net.JoinHostPort(s.Metadata.Name+"."+s.namespace()+".svc", strconv.Itoa(p.Port)))
+			}
+		}
+	}
+	adv, _ := effective(h.flags["proxy-advertise"], inv, values)
+	switch {
+	case len(want) == 0:
+		t.Errorf("%s: no Service selecting its pods exposes the proxy port %d", where, port)
+	case !slices.Contains(want, adv):
+		t.Errorf("%s: -proxy-advertise is %q; jobs must be told the Service's DNS name and port, one of %v", where, adv, want)
+	}
+	cert, _ := effective(h.flags["proxy-tls-cert"], inv, values)
+	key, _ := effective(h.flags["proxy-tls-key"], inv, values)
+	certSecret, certKey, certOK := o.secretFile(c, cert)
+	keySecret, keyKey, keyOK := o.secretFile(c, key)
+	if !certOK || !keyOK || certSecret != keySecret || certKey != "tls.crt" || keyKey != "tls.key" {
+		t.Errorf("%s: -proxy-tls-cert %q and -proxy-tls-key %q must be tls.crt and tls.key of one kubernetes.io/tls Secret mounted read-only", where, cert, key)
+	}
 }
 
 func checkServicePorts(t *testing.T, s, d object) {
