@@ -153,13 +153,17 @@ ROLESET_ADDR=${MILLWRIGHT_ROLESET_ADDR:-127.0.0.1:50052}
 BILLING_ADDR=${MILLWRIGHT_BILLING_ADDR:-127.0.0.1:50053}
 HTTP_ADDR=${MILLWRIGHT_HTTP_ADDR:-127.0.0.1:8080}
 METRICS_PORT=${MILLWRIGHT_METRICS_BASE_PORT:-9091} # policy, roleset, billing: this port and the next two
+PROXY_ADDR=${MILLWRIGHT_PROXY_ADDR:-127.0.0.1:55433} # roleset's PostgreSQL proxy (data tables in proxy mode)
+# The proxy offers TLS with a local self-signed certificate, made once (roleset devcert).
+[ -s "$RUN/proxy-tls/cert.pem" ] || "$BIN/roleset" devcert --dir "$RUN/proxy-tls"
 export MILLWRIGHT_POLICY_ADDR=$POLICY_ADDR MILLWRIGHT_ROLESET_ADDR=$ROLESET_ADDR MILLWRIGHT_BILLING_ADDR=$BILLING_ADDR
 
 DATABASE_URL=$(dburl millwright_policy) \
   "$BIN/policy" serve --grpc-addr "$POLICY_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 0)) &
 pids+=($!)
 DATABASE_URL=$(dburl millwright_roleset) \
-  "$BIN/roleset" serve --grpc-addr "$ROLESET_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 1)) &
+  "$BIN/roleset" serve --grpc-addr "$ROLESET_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 1)) \
+  --proxy-addr "$PROXY_ADDR" --proxy-tls-cert "$RUN/proxy-tls/cert.pem" --proxy-tls-key "$RUN/proxy-tls/key.pem" &
 pids+=($!)
 DATABASE_URL=$(dburl millwright_billing) \
   "$BIN/billing" serve --grpc-addr "$BILLING_ADDR" --metrics-addr 127.0.0.1:$((METRICS_PORT + 2)) &
@@ -170,7 +174,7 @@ pids+=($!)
 cat >&2 <<MSG
 millwright: running
   policy   grpc $POLICY_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 0))/metrics
-  roleset  grpc $ROLESET_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 1))/metrics
+  roleset  grpc $ROLESET_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 1))/metrics   proxy $PROXY_ADDR (TLS: .run/proxy-tls)
   billing  grpc $BILLING_ADDR   metrics http://127.0.0.1:$((METRICS_PORT + 2))/metrics
   gateway  http://$HTTP_ADDR   (/openapi.json, /healthz)
   admin token in .run/admin-token; Ctrl-C stops everything

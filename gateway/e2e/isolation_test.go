@@ -375,7 +375,7 @@ func setupIsolation(t *testing.T, st *Stack) *isoSetup {
 	conn, err := rolesetv1.NewConnectionServiceClient(rs).ResolveConnection(as(s.tokens["b_job"]),
 		&rolesetv1.ResolveConnectionRequest{Reference: "datatable://" + datatable + "?role=evil_reader"})
 	require.NoError(t, err)
-	require.Equal(t, "evil_reader", conn.GetUser())
+	require.Equal(t, []string{"evil_reader"}, conn.GetRoles())
 
 	s.values = map[string]string{
 		"A.workspace": "demo", "A.cluster": "local", "A.datatable": "main", "A.database": "millwright_demo",

@@ -13,12 +13,19 @@ import (
 func readmeSteps() []readmeStep {
 	return []readmeStep{
 		{heading: "Two viewers", check: func(t *testing.T, out string) error {
-			var users []string
-			for _, m := range regexp.MustCompile(`"user": *"([^"]*)"`).FindAllStringSubmatch(out, -1) {
-				users = append(users, m[1])
+			var tickets []string
+			for _, m := range regexp.MustCompile(`"user": *"(t_[a-z2-7]{26})"`).FindAllStringSubmatch(out, -1) {
+				tickets = append(tickets, m[1])
 			}
-			if want := []string{"sales_emea", "sales_apac"}; !slices.Equal(users, want) {
-				return fmt.Errorf("logins (alice's, bob's) = %v, want %v", users, want)
+			if len(tickets) != 2 || tickets[0] == tickets[1] {
+				return fmt.Errorf("want two distinct tickets as the users, got %v", tickets)
+			}
+			if n := strings.Count(out, `"CREDENTIAL_MODE_PROXY"`); n != 2 {
+				return fmt.Errorf("want two CREDENTIAL_MODE_PROXY answers, got %d", n)
+			}
+			logins := regexp.MustCompile(`(?m)^sales_[a-z]+$`).FindAllString(out, -1)
+			if want := []string{"sales_emea", "sales_apac"}; !slices.Equal(logins, want) {
+				return fmt.Errorf("upstream logins (alice's, bob's) = %v, want %v", logins, want)
 			}
 			if n := strings.Count(out, `"CONNECTION_KIND_ROLE"`); n != 2 {
 				return fmt.Errorf("want two CONNECTION_KIND_ROLE answers, got %d", n)
@@ -97,6 +104,22 @@ func readmeSteps() []readmeStep {
 				if got := at(o, splitKey(k)...); got != want {
 					return fmt.Errorf("%s = %v, want %v", k, got, want)
 				}
+			}
+			return nil
+		}},
+		{heading: "A ticket dies with its run", check: func(t *testing.T, out string) error {
+			session, again, ok := strings.Cut(out, "the same ticket again:")
+			if !ok {
+				return fmt.Errorf("no second part in %q", out)
+			}
+			if !regexp.MustCompile(`(?m)^1$`).MatchString(session) {
+				return fmt.Errorf("the session did not start: %q", session)
+			}
+			if strings.Contains(session, "still connected") {
+				return fmt.Errorf("the session outlived its run: %q", session)
+			}
+			if !strings.Contains(again, "password authentication failed") {
+				return fmt.Errorf("the ticket still logs in after the run ended: %q", again)
 			}
 			return nil
 		}},

@@ -14,11 +14,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -212,9 +216,26 @@ func rsGRPCStatus(err error) *rsStatus {
 	return rsStatusOf(st.Proto())
 }
 
-func rsResolvedOf(r *rolesetv1.ResolveConnectionResponse) rsResolved {
-	return rsResolved{Host: r.GetHost(), Port: r.GetPort(), Database: r.GetDatabase(), User: r.GetUser(),
+// rsResolvedOf reads an answer. In proxy mode (the demo's) the user is a ticket: it logs in
+// through roleset's proxy with TLS, and User is the login the session has upstream
+// (current_user), what the fixture names, so every successful case also proves the ticket works.
+func rsResolvedOf(t *testing.T, r *rolesetv1.ResolveConnectionResponse) rsResolved {
+	t.Helper()
+	res := rsResolved{Host: r.GetHost(), Port: r.GetPort(), Database: r.GetDatabase(), User: r.GetUser(),
 		Roles: r.GetRoles(), Kind: r.GetKind(), Password: r.GetPassword() != ""}
+	if r.GetCredentialMode() != rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY {
+		return res
+	}
+	require.Regexp(t, `^t_[a-z2-7]{26}$`, r.GetUser(), "a proxy answer's user is a ticket id")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(r.GetUser(), r.GetPassword()),
+		Host: net.JoinHostPort(r.GetHost(), strconv.Itoa(int(r.GetPort()))), Path: "/" + r.GetDatabase(), RawQuery: "sslmode=require"}
+	conn, err := pgx.Connect(ctx, u.String())
+	require.NoError(t, err, "the ticket logs in through the proxy")
+	defer conn.Close(ctx)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT current_user`).Scan(&res.User))
+	return res
 }
 
 func (c *rsClient) resolveGRPC(t *testing.T, token string, req *rolesetv1.ResolveConnectionRequest) (rsResolved, rsSeen) {
@@ -228,7 +249,7 @@ func (c *rsClient) resolveGRPC(t *testing.T, token string, req *rolesetv1.Resolv
 		raw, _ := proto.Marshal(p.Proto())
 		return rsResolved{Err: st}, rsSeen{what: "gRPC resolve", body: p.Message() + string(raw), refusal: true}
 	}
-	return rsResolvedOf(resp), rsSeen{what: "gRPC resolve", password: resp.GetPassword(), kind: resp.GetKind()}
+	return rsResolvedOf(t, resp), rsSeen{what: "gRPC resolve", password: resp.GetPassword(), kind: resp.GetKind()}
 }
 
 func (c *rsClient) resolveREST(t *testing.T, token string, req *rolesetv1.ResolveConnectionRequest) (int, rsResolved, rsSeen) {
@@ -242,7 +263,7 @@ func (c *rsClient) resolveREST(t *testing.T, token string, req *rolesetv1.Resolv
 	var resp rolesetv1.ResolveConnectionResponse
 	require.NoError(t, protojson.Unmarshal(raw, &resp), "%s", raw)
 	seen.password, seen.kind = resp.GetPassword(), resp.GetKind()
-	return code, rsResolvedOf(&resp), seen
+	return code, rsResolvedOf(t, &resp), seen
 }
 
 func (c *rsClient) explainGRPC(t *testing.T, token string, req *rolesetv1.ExplainConnectionRequest) (rsExplained, rsSeen) {

@@ -133,6 +133,7 @@ func listServices(ctx context.Context, t *testing.T, conn *grpc.ClientConn) []st
 type Stack struct {
 	Dir                             string // the run directory: Postgres data, tokens
 	Policy, Roleset, Billing, HTTPA string
+	Proxy                           string // roleset's PostgreSQL proxy
 	HTTP                            string // base URL of the gateway
 	metrics                         []string
 	pg                              string
@@ -221,7 +222,7 @@ func (s *Stack) Bin(name string) string { return filepath.Join(s.bin, name) }
 
 // Addrs lists every address the stack listens on.
 func (s *Stack) Addrs() []string {
-	return append([]string{s.Policy, s.Roleset, s.Billing, s.HTTPA, s.pg}, s.metrics...)
+	return append([]string{s.Policy, s.Roleset, s.Billing, s.HTTPA, s.Proxy, s.pg}, s.metrics...)
 }
 
 // StartStack builds the binaries and starts the stack on free ports; it is stopped at cleanup
@@ -244,11 +245,11 @@ func StartStack(t testing.TB) *Stack {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	ports := freePorts(t, 8)
+	ports := freePorts(t, 9)
 	host := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	st := &Stack{
 		Dir: filepath.Join(dir, "run"), Policy: host(ports[0]), Roleset: host(ports[1]),
-		Billing: host(ports[2]), HTTPA: host(ports[3]), pg: host(ports[7]), pgPort: ports[7],
+		Billing: host(ports[2]), HTTPA: host(ports[3]), Proxy: host(ports[8]), pg: host(ports[7]), pgPort: ports[7],
 		metrics: []string{host(ports[4]), host(ports[4] + 1), host(ports[4] + 2)},
 		root:    root, bin: bin, log: filepath.Join(dir, "stack.log"),
 	}
@@ -304,7 +305,7 @@ func (s *Stack) start(t testing.TB) {
 		"MILLWRIGHT_RUN_DIR="+s.Dir, "MILLWRIGHT_BIN_DIR="+s.bin,
 		"MILLWRIGHT_PG_PORT="+strconv.Itoa(s.pgPort),
 		"MILLWRIGHT_POLICY_ADDR="+s.Policy, "MILLWRIGHT_ROLESET_ADDR="+s.Roleset,
-		"MILLWRIGHT_BILLING_ADDR="+s.Billing, "MILLWRIGHT_HTTP_ADDR="+s.HTTPA,
+		"MILLWRIGHT_BILLING_ADDR="+s.Billing, "MILLWRIGHT_HTTP_ADDR="+s.HTTPA, "MILLWRIGHT_PROXY_ADDR="+s.Proxy,
 		"MILLWRIGHT_METRICS_BASE_PORT="+strings.TrimPrefix(s.metrics[0], "127.0.0.1:"))
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)

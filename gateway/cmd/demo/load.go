@@ -393,7 +393,7 @@ func (l *loader) datatable(ctx context.Context) error {
 	dt := rolesetv1.NewDatatableServiceClient(l.rs)
 	if _, err := dt.UpsertDatatable(ctx, &rolesetv1.UpsertDatatableRequest{Workspace: workspace, Name: datatable,
 		ClusterId: cluster, Database: t.database, AdminUser: t.user, AdminPassword: t.password,
-		DefaultRole: "$none", ViewerAccess: proto.Bool(true)}); err != nil {
+		DefaultRole: "$none", ViewerAccess: proto.Bool(true), CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY}); err != nil {
 		return fmt.Errorf("data table: %w", err)
 	}
 	// A second data table on the same database that has not opted in to ?as=viewer (its
@@ -401,7 +401,7 @@ func (l *loader) datatable(ctx context.Context) error {
 	// with VIEWER_ACCESS_OFF.
 	if _, err := dt.UpsertDatatable(ctx, &rolesetv1.UpsertDatatableRequest{Workspace: workspace, Name: "ledger",
 		ClusterId: cluster, Database: t.database, AdminUser: t.user, AdminPassword: t.password,
-		DefaultRole: "$none", ViewerAccess: proto.Bool(false)}); err != nil {
+		DefaultRole: "$none", ViewerAccess: proto.Bool(false), CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY}); err != nil {
 		return fmt.Errorf("data table ledger: %w", err)
 	}
 	perms := map[string]*rolesetv1.Tenants{}

@@ -54,9 +54,12 @@ CREATE TABLE proxy_cancel_key (
 );
 
 -- A data table's credential mode: 'direct' (the login's password, as before) or 'proxy' (a
--- ticket for roleset's proxy). Existing data tables stay direct, so their jobs keep working.
+-- ticket for roleset's proxy). Existing data tables stay direct, so their jobs keep working
+-- (a job holding a direct password today would otherwise be handed a ticket for a proxy the
+-- deployment may not run yet); new ones are proxy, the stronger mode.
 ALTER TABLE datatable ADD COLUMN credential_mode text NOT NULL DEFAULT 'direct'
     CHECK (credential_mode IN ('direct', 'proxy'));
+ALTER TABLE datatable ALTER COLUMN credential_mode SET DEFAULT 'proxy';
 
 -- +goose Down
 ALTER TABLE datatable DROP COLUMN credential_mode;

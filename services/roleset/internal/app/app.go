@@ -42,10 +42,10 @@ type Config struct {
 	TicketLifetime                                       time.Duration
 }
 
-// Commands are roleset's subcommands: serve and migrate (pkg/server's lifecycle).
+// Commands are roleset's subcommands: serve and migrate (pkg/server's lifecycle), and devcert.
 func Commands() []cli.Command {
-	return server.Commands("roleset", "serve the roleset gRPC API and follow policy's stream",
-		func() server.Service { return new(Config) }, Migrate)
+	return append(server.Commands("roleset", "serve the roleset gRPC API and follow policy's stream",
+		func() server.Service { return new(Config) }, Migrate), devCertCommand())
 }
 
 // RegisterFlags defines roleset's flags on fs.

@@ -43,7 +43,8 @@ type DatatableSpec struct {
 	Workspace, Name, ClusterID, Database, AdminUser, AdminPassword, DefaultRole string
 	// ViewerAccess opts in to ?as=viewer; nil keeps the stored value (off for a new data table).
 	ViewerAccess *bool
-	// CredentialMode is store.ModeDirect or store.ModeProxy; "" keeps the stored mode.
+	// CredentialMode is store.ModeDirect or store.ModeProxy; "" keeps the stored mode (proxy
+	// for a new data table).
 	CredentialMode string
 }
 

@@ -47,7 +47,7 @@ func newFixtureN(t testing.TB, replicas int) *fixture {
 	}
 	_, err := f.r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: "main",
 		ClusterId: e.clusterID, Database: e.targetDB, AdminUser: e.adminUser, AdminPassword: e.adminPass, DefaultRole: "$none",
-		ViewerAccess: proto.Bool(true)})
+		ViewerAccess: proto.Bool(true), CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT})
 	require.NoError(t, err)
 	_, err = f.r.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
 		DefaultRole: f.emea.GetRoleId(), Roles: map[string]*rolesetv1.Tenants{

@@ -22,7 +22,8 @@ func TestRoleAttachedToDatatable(t *testing.T) {
 	ctx := context.Background()
 	// B's data table on A's cluster and database; emea is attached only to A's "main".
 	_, err := f.r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "wsb", Name: "evedt",
-		ClusterId: f.clusterID, Database: f.targetDB, AdminUser: f.adminUser, AdminPassword: f.adminPass, DefaultRole: "$none"})
+		ClusterId: f.clusterID, Database: f.targetDB, AdminUser: f.adminUser, AdminPassword: f.adminPass, DefaultRole: "$none",
+		CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT})
 	require.NoError(t, err)
 	_, err = f.r.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "wsb", Name: "evedt",
 		DefaultRole: "$none", Roles: map[string]*rolesetv1.Tenants{f.apac.GetRoleId(): {Tenants: []string{"*"}}}})

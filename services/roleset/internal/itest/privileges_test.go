@@ -297,7 +297,7 @@ func (p *privEnv) createRoles(t *testing.T) {
 		`RESET ROLE`)
 	_, err := p.r.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: "main",
 		ClusterId: p.clusterID, Database: p.targetDB, AdminUser: p.owner, AdminPassword: "unused-" + randHex(8), DefaultRole: "$none",
-		ViewerAccess: proto.Bool(true)})
+		ViewerAccess: proto.Bool(true), CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT})
 	require.NoError(t, err)
 	_, err = p.r.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
 		DefaultRole: "$none", Roles: map[string]*rolesetv1.Tenants{

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/services/roleset/internal/app"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
@@ -130,6 +131,16 @@ func TestProxyTickets(t *testing.T) {
 		bad := proto.Clone(c).(*rolesetv1.ResolveConnectionResponse)
 		bad.Password += "x"
 		require28P01(t, bad)
+	})
+
+	t.Run("the admin login through the proxy (a decision that holds no catalog role)", func(t *testing.T) {
+		c, err := f.resolve(px, f.policy.run("u/dave", policyv1.RunOrigin_RUN_ORIGIN_DIRECT, "dave@x"), "datatable://main?role=admin")
+		require.NoError(t, err)
+		require.Equal(t, rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY, c.GetCredentialMode())
+		conn, _ := session(t, c)
+		var user string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT current_user`).Scan(&user))
+		require.Equal(t, f.adminUser, user)
 	})
 
 	t.Run("the run ends: its sessions end and its ticket is refused", func(t *testing.T) {

@@ -358,7 +358,7 @@ func (s *Store) DeleteRoleRow(ctx context.Context, id int64) error {
 // permissions (roles) are kept. viewerAccess nil keeps the stored opt-in (off for a new data
 // table); d.ViewerAccess is ignored and returned as stored.
 func (s *Store) UpsertDatatable(ctx context.Context, d Datatable, viewerAccess *bool) (Datatable, error) {
-	var mode *string // "" keeps the stored mode (direct for a new data table)
+	var mode *string // "" keeps the stored mode (proxy for a new data table)
 	if d.CredentialMode != "" {
 		mode = &d.CredentialMode
 	}
@@ -369,7 +369,7 @@ func (s *Store) UpsertDatatable(ctx context.Context, d Datatable, viewerAccess *
 		// written, in the same transaction, so a refused upsert writes nothing.
 		err := tx.QueryRow(ctx, `
 INSERT INTO datatable (workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access, credential_mode)
-VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, false), coalesce($9, 'direct'))
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, false), coalesce($9, 'proxy'))
 ON CONFLICT (workspace, name) DO UPDATE SET cluster_id = EXCLUDED.cluster_id,
     database = EXCLUDED.database, admin_user = EXCLUDED.admin_user,
     admin_password_enc = EXCLUDED.admin_password_enc, default_role = EXCLUDED.default_role,

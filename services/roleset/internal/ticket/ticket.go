@@ -78,7 +78,8 @@ func Mint(now time.Time, maxLifetime time.Duration, b Binding) (Ticket, string, 
 		return Ticket{}, "", ErrBinding
 	}
 	// A copy the caller cannot change afterwards, in the one order the store keeps.
-	b.RoleIDs = slices.Sorted(slices.Values(b.RoleIDs))
+	// Never nil: an admin decision holds no catalog role, and the column is NOT NULL.
+	b.RoleIDs = append([]int64{}, slices.Sorted(slices.Values(b.RoleIDs))...)
 	pw := secret.NewPassword()
 	return Ticket{
 		ID:        newID(),

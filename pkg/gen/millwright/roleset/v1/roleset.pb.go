@@ -28,7 +28,7 @@ const (
 type CredentialMode int32
 
 const (
-	// Unset: keep the stored mode (a new data table gets DIRECT).
+	// Unset: keep the stored mode (a new data table gets PROXY).
 	CredentialMode_CREDENTIAL_MODE_UNSPECIFIED CredentialMode = 0
 	// The decided login's own password, straight to the cluster. The weaker mode: job code that
 	// copies the password keeps the login's reach after its run ends, from any host.
@@ -1152,7 +1152,8 @@ type UpsertDatatableRequest struct {
 	// Opt in to ?as=viewer (see Datatable.viewer_access). Unset keeps the stored value: off for a
 	// new data table, unchanged for an existing one.
 	ViewerAccess *bool `protobuf:"varint,8,opt,name=viewer_access,json=viewerAccess,proto3,oneof" json:"viewer_access,omitempty"`
-	// The credential mode; unset keeps the stored one (DIRECT for a new data table).
+	// The credential mode; unset keeps the stored one (PROXY for a new data table; data tables
+	// registered before proxy mode existed were left DIRECT by the migration).
 	CredentialMode CredentialMode `protobuf:"varint,9,opt,name=credential_mode,json=credentialMode,proto3,enum=millwright.roleset.v1.CredentialMode" json:"credential_mode,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
