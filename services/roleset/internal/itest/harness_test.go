@@ -30,6 +30,7 @@ import (
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
+	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
 	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
@@ -213,6 +214,7 @@ type replica struct {
 	pool   *pgxpool.Pool
 	// proxyPort is where its PostgreSQL proxy listens (startProxied); 0: none.
 	proxyPort int
+	proxy     *pgproxy.Server
 }
 
 // migrator brings a database to roleset's schema.

@@ -33,6 +33,7 @@ func (e *env) startProxied() *replica {
 	r := e.start(func(c *engine.Config) { c.Proxy = engine.ProxyConfig{Host: "127.0.0.1", Port: port} })
 	r.proxyPort = port
 	px := app.NewProxy(r.eng, store.New(r.pool), nil, slog.Default())
+	r.proxy = px
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = px.Serve(ln); done <- struct{}{} }()
@@ -215,6 +216,35 @@ func TestProxyTickets(t *testing.T) {
 		got, err := query(ctx, oc)
 		require.NoError(t, err)
 		require.Equal(t, []int{3, 4}, got, "bob sees the APAC rows only")
+	})
+
+	t.Run("a viewer removed from a group loses the old set's session", func(t *testing.T) {
+		f.policy.setMember(member{Email: "frank@x", Username: "frank", Groups: []string{"emea"}})
+		var c *rolesetv1.ResolveConnectionResponse
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			var err error
+			c, err = f.resolve(px, f.viewerRun("frank@x"), "datatable://main?as=viewer")
+			assert.NoError(ct, err)
+			assert.Equal(ct, rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE_SET, c.GetKind(), "frank: emea (group) + amer (u/frank)")
+		}, 5*time.Second, 10*time.Millisecond)
+		conn, pid := session(t, c)
+		start := time.Now()
+		f.policy.setMember(member{Email: "frank@x", Username: "frank"})
+		t.Logf("viewer left g/emea (a set login) -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
+		require28P01(t, c)
+	})
+
+	t.Run("a proxy that stops ends its sessions; the ticket works through another replica", func(t *testing.T) {
+		other := f.startProxied()
+		c, err := f.resolve(other, f.viewerRun("bob@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, pid := session(t, c)
+		require.NoError(t, other.proxy.Close())
+		f.requireEnded(t, conn, pid, time.Now())
+		c.Port = int32(px.proxyPort)
+		got, err := query(ctx, c)
+		require.NoError(t, err, "the run is live: its ticket reconnects elsewhere")
+		require.Equal(t, []int{3, 4}, got)
 	})
 
 	t.Run("the viewer leaves the group the decision rested on", func(t *testing.T) {
