@@ -91,6 +91,18 @@ func (f *fixture) requireEnded(t *testing.T, conn *pgx.Conn, pid int, since time
 	return took
 }
 
+// requireEndsOn opens a session with c, makes the change, and requires the session ended
+// (backend gone), the ticket refused, and the change seen well inside a second; it logs the
+// time from the change to the backend gone.
+func (f *fixture) requireEndsOn(t *testing.T, c *rolesetv1.ResolveConnectionResponse, what string, change func()) {
+	t.Helper()
+	conn, pid := session(t, c)
+	start := time.Now()
+	change()
+	t.Logf("%s -> session and backend gone in %v", what, f.requireEnded(t, conn, pid, start))
+	require28P01(t, c)
+}
+
 func require28P01(t *testing.T, c *rolesetv1.ResolveConnectionResponse) {
 	t.Helper()
 	_, err := pgx.Connect(context.Background(), loginDSN(c.GetHost(), int(c.GetPort()), c.GetUser(), c.GetPassword(), c.GetDatabase()))
@@ -148,44 +160,36 @@ func TestProxyTickets(t *testing.T) {
 		tok := f.viewerRun("alice@x")
 		c, err := f.resolve(px, tok, "datatable://main?as=viewer")
 		require.NoError(t, err)
-		conn, pid := session(t, c)
-		start := time.Now()
-		f.policy.finish(tok)
-		took := f.requireEnded(t, conn, pid, start)
-		t.Logf("run ended -> session and backend gone in %v", took)
-		require28P01(t, c)
+		f.requireEndsOn(t, c, "run ended", func() { f.policy.finish(tok) })
 	})
 
 	t.Run("a role of the decision is disabled", func(t *testing.T) {
 		c, err := f.resolve(px, f.viewerRun("bob@x"), "datatable://main?as=viewer")
 		require.NoError(t, err)
-		conn, pid := session(t, c)
-		start := time.Now()
-		_, err = px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(false)})
-		require.NoError(t, err)
-		t.Logf("the disable RPC itself took %v", time.Since(start))
 		t.Cleanup(func() {
 			_, _ = px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(true)})
 		})
-		t.Logf("role disabled -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
-		require28P01(t, c)
+		f.requireEndsOn(t, c, "role disabled (the disable RPC included)", func() {
+			start := time.Now()
+			_, err := px.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(false)})
+			require.NoError(t, err)
+			t.Logf("the disable RPC itself took %v", time.Since(start))
+		})
 	})
 
 	t.Run("the data table's permissions change so that the decision would change", func(t *testing.T) {
 		c, err := f.resolve(px, f.viewerRun("carol@x"), "datatable://main?as=viewer")
 		require.NoError(t, err)
-		conn, pid := session(t, c)
-		start := time.Now()
-		_, err = px.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
-			DefaultRole: f.emea.GetRoleId(), Roles: map[string]*rolesetv1.Tenants{
-				f.emea.GetRoleId(): {Tenants: []string{"g/emea"}},
-				f.apac.GetRoleId(): {Tenants: []string{"u/bob"}}, // g/apac no longer: carol keeps emea only
-				f.amer.GetRoleId(): {Tenants: []string{"g/amer", "u/frank"}},
-				"admin":            {Tenants: []string{"u/dave", "u/alice"}},
-			}})
-		require.NoError(t, err)
-		t.Logf("permissions changed -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
-		require28P01(t, c)
+		f.requireEndsOn(t, c, "permissions changed", func() {
+			_, err := px.datatables().SetPermissions(adminCtx(), &rolesetv1.SetPermissionsRequest{Workspace: "ws", Name: "main",
+				DefaultRole: f.emea.GetRoleId(), Roles: map[string]*rolesetv1.Tenants{
+					f.emea.GetRoleId(): {Tenants: []string{"g/emea"}},
+					f.apac.GetRoleId(): {Tenants: []string{"u/bob"}}, // g/apac no longer: carol keeps emea only
+					f.amer.GetRoleId(): {Tenants: []string{"g/amer", "u/frank"}},
+					"admin":            {Tenants: []string{"u/dave", "u/alice"}},
+				}})
+			require.NoError(t, err)
+		})
 	})
 
 	t.Run("a cancel request reaches the upstream backend through the proxy", func(t *testing.T) {
@@ -227,11 +231,9 @@ func TestProxyTickets(t *testing.T) {
 			assert.NoError(ct, err)
 			assert.Equal(ct, rolesetv1.ConnectionKind_CONNECTION_KIND_ROLE_SET, c.GetKind(), "frank: emea (group) + amer (u/frank)")
 		}, 5*time.Second, 10*time.Millisecond)
-		conn, pid := session(t, c)
-		start := time.Now()
-		f.policy.setMember(member{Email: "frank@x", Username: "frank"})
-		t.Logf("viewer left g/emea (a set login) -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
-		require28P01(t, c)
+		f.requireEndsOn(t, c, "viewer left g/emea (a set login)", func() {
+			f.policy.setMember(member{Email: "frank@x", Username: "frank"})
+		})
 	})
 
 	t.Run("a proxy that stops ends its sessions; the ticket works through another replica", func(t *testing.T) {
@@ -250,10 +252,8 @@ func TestProxyTickets(t *testing.T) {
 	t.Run("the viewer leaves the group the decision rested on", func(t *testing.T) {
 		c, err := f.resolve(px, f.viewerRun("alice@x"), "datatable://main?as=viewer")
 		require.NoError(t, err)
-		conn, pid := session(t, c)
-		start := time.Now()
-		f.policy.setMember(member{Email: "alice@x", Username: "alice"})
-		t.Logf("viewer left g/emea -> session and backend gone in %v", f.requireEnded(t, conn, pid, start))
-		require28P01(t, c)
+		f.requireEndsOn(t, c, "viewer left g/emea", func() {
+			f.policy.setMember(member{Email: "alice@x", Username: "alice"})
+		})
 	})
 }
