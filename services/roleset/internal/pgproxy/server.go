@@ -581,7 +581,7 @@ func copyTLS(dst io.Writer, src *tls.Conn) {
 		if _, err := io.ReadFull(src, first[:]); err != nil {
 			return
 		}
-		buf := relayBuffers.Get().(*[relayBufferSize]byte)
+		buf, _ := relayBuffers.Get().(*[relayBufferSize]byte) // the pool holds nothing else
 		buf[0] = first[0]
 		n, err := readHeld(src, buf[1:])
 		_, werr := dst.Write(buf[:1+n])
