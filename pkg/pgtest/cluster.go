@@ -27,18 +27,19 @@ type cluster struct {
 	cred     *syscall.Credential
 	watchdog *exec.Cmd
 	alive    *os.File // write end of the pipe the watchdog blocks on
+	opts     ClusterOptions
 }
 
 func (c *cluster) dataDir() string { return filepath.Join(c.dir, "data") }
 func (c *cluster) logFile() string { return filepath.Join(c.dir, "log") }
 
 // startCluster runs initdb and starts the server on a free port.
-func startCluster() (_ *cluster, err error) {
+func startCluster(opts ClusterOptions) (_ *cluster, err error) {
 	bin, err := findBinDir()
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{bin: bin, password: randomHex(16)}
+	c := &cluster{bin: bin, password: randomHex(16), opts: opts}
 	if os.Geteuid() == 0 {
 		// The server refuses to run as root; run all of it as "postgres".
 		if c.cred, err = postgresCredential(); err != nil {
@@ -112,9 +113,28 @@ password_encryption = 'scram-sha-256'
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-max_connections = 300
 shared_buffers = 128MB
 `, strings.ReplaceAll(sock, "'", "''"))
+	maxConns := 300
+	if c.opts.MaxConnections > 0 {
+		maxConns = c.opts.MaxConnections
+	}
+	conf += fmt.Sprintf("max_connections = %d\n", maxConns)
+	if c.opts.TLS {
+		cert, key, err := selfSignedCert()
+		if err != nil {
+			return fmt.Errorf("pgtest: certificate: %w", err)
+		}
+		// The server's default ssl_cert_file and ssl_key_file; the key must be the server
+		// user's and 0600, which writeFile makes it.
+		if err := c.writeFile(filepath.Join(c.dataDir(), "server.crt"), string(cert)); err != nil {
+			return err
+		}
+		if err := c.writeFile(filepath.Join(c.dataDir(), "server.key"), string(key)); err != nil {
+			return err
+		}
+		conf += "ssl = on\n"
+	}
 	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return err

@@ -148,7 +148,7 @@ func start() (*server, error) {
 		defer cancel()
 		return s, s.withConn(ctx, func(*pgx.Conn) error { return nil })
 	}
-	c, err := startCluster()
+	c, err := startCluster(ClusterOptions{})
 	if err != nil {
 		return nil, err
 	}

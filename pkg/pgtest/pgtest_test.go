@@ -210,3 +210,28 @@ func TestNoGoroutinesLeft(t *testing.T) {
 	})
 	goleak.VerifyNone(t)
 }
+
+// A cluster of the test's own with TLS serves TLS to sslmode=require, plain to disable, and has
+// the max_connections asked for; the shared cluster keeps its own settings.
+func TestNewClusterTLS(t *testing.T) {
+	dsn := NewCluster(t, ClusterOptions{TLS: true, MaxConnections: 123})
+	for _, tc := range []struct {
+		sslmode string
+		want    bool
+	}{{"require", true}, {"disable", false}} {
+		u, err := url.Parse(dsn)
+		require.NoError(t, err)
+		q := u.Query()
+		q.Set("sslmode", tc.sslmode)
+		u.RawQuery = q.Encode()
+		var ssl bool
+		var maxConns string
+		require.NoError(t, connect(t, u.String()).QueryRow(t.Context(),
+			`SELECT ssl, current_setting('max_connections') FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl, &maxConns))
+		require.Equal(t, tc.want, ssl, tc.sslmode)
+		require.Equal(t, "123", maxConns)
+	}
+	var shared string
+	require.NoError(t, connect(t, Superuser(t)).QueryRow(t.Context(), `SHOW ssl`).Scan(&shared))
+	require.Equal(t, "off", shared)
+}

@@ -2,20 +2,14 @@ package pgproxy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -69,12 +63,19 @@ func (a *testAuth) set(user string, e authEntry) {
 	a.users[user] = e
 }
 
-// newFixture starts a proxy with cfg (its Authorizer is the fixture's) and closes it at the
-// end of the test. A test may change cfg's other fields.
+// newFixture starts a proxy with cfg (its Authorizer is the fixture's) in front of the shared
+// test cluster and closes it at the end of the test. A test may change cfg's other fields.
 func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
+	return newFixtureOn(t, pgtest.Superuser(t), "disable", cfg)
+}
+
+// newFixtureOn is newFixture in front of the server superDSN names (a cluster of the test's
+// own); the upstream login connects with sslmode, directly and through the proxy alike.
+func newFixtureOn(t testing.TB, superDSN, sslmode string, cfg Config) *fixture {
+	t.Helper()
 	ctx := context.Background()
-	f := &fixture{super: pgtest.Pool(t, pgtest.Superuser(t)), auth: &testAuth{users: map[string]authEntry{}}}
+	f := &fixture{super: pgtest.Pool(t, superDSN), auth: &testAuth{users: map[string]authEntry{}}}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	f.login = "px_" + hex.EncodeToString(b)
@@ -87,9 +88,9 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 		_, err := f.super.Exec(ctx, `DROP ROLE `+f.login)
 		require.NoError(t, err)
 	})
-	host, port := pgtest.Addr(t)
-	f.upstream = fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=postgres sslmode=disable",
-		host, port, f.login, password)
+	super := f.super.Config().ConnConfig
+	f.upstream = fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=postgres sslmode=%s",
+		super.Host, super.Port, f.login, password, sslmode)
 	upstream, err := pgconn.ParseConfig(f.upstream)
 	require.NoError(t, err)
 	f.auth.set(testUser, authEntry{
@@ -160,22 +161,7 @@ func pgCode(err error) string {
 // selfSignedTLS is a server TLS config with a fresh self-signed certificate for 127.0.0.1.
 func selfSignedTLS(t testing.TB) *tls.Config {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := tls.X509KeyPair(pgtest.SelfSignedCert(t))
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "pgproxy test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		MinVersion:   tls.VersionTLS12,
-	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 }

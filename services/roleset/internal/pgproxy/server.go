@@ -528,16 +528,78 @@ func (s *Server) forwardCancel(ctx context.Context, key CancelKey) {
 }
 
 // relay copies bytes both ways until either side ends, then closes both (or leaves the
-// upstream to CloseSessions, which terminates its backend before closing it). io.Copy between two
-// TCP connections splices in the kernel; nothing is parsed.
+// upstream to CloseSessions, which terminates its backend before closing it). Nothing is
+// parsed.
 func relay(client, up net.Conn, c *conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(up, client)
+		copyHalf(up, client)
 		c.closeAll()
 	}()
-	_, _ = io.Copy(client, up)
+	copyHalf(client, up)
 	c.closeAll()
 	<-done
+}
+
+// relayBufferSize is the size of the buffers relay copies through when a side is TLS: a TLS
+// record's largest plaintext, so that one read takes a record whole.
+const relayBufferSize = 16 << 10
+
+// relayBuffers are lent to a direction of a session only while it moves bytes: an idle
+// session holds none (io.Copy's own 32 KB per direction, held while idle, was most of an idle
+// TLS session's memory).
+var relayBuffers = sync.Pool{New: func() any { return new([relayBufferSize]byte) }}
+
+// copyHalf copies src to dst. Between two TCP connections io.Copy splices in the kernel and
+// needs no buffer; from TLS, copyTLS borrows one per record; from plain TCP to TLS, the
+// direction keeps a buffer of its own (the wrappers hide ReadFrom and WriteTo, through which
+// io.Copy would allocate its 32 KB anyway).
+func copyHalf(dst, src net.Conn) {
+	_, dstTCP := dst.(*net.TCPConn)
+	_, srcTCP := src.(*net.TCPConn)
+	if tc, ok := src.(*tls.Conn); ok {
+		copyTLS(dst, tc)
+		return
+	}
+	if dstTCP && srcTCP {
+		_, _ = io.Copy(dst, src)
+		return
+	}
+	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, relayBufferSize/2))
+}
+
+// copyTLS copies src to dst holding no buffer while src idles. It waits for a record with a
+// one-byte read (tls.Conn decrypts the whole record into a buffer of its own), then takes the
+// rest of what it holds with a read that must not wait, under a deadline already past: a
+// tls.Conn returns what it has decrypted or can decrypt from bytes already received without
+// touching the network, and a timeout leaves it usable (only write timeouts break it). The
+// lot goes out in one write, so a message is not split into more writes than it came in.
+func copyTLS(dst io.Writer, src *tls.Conn) {
+	var first [1]byte
+	for {
+		if _, err := io.ReadFull(src, first[:]); err != nil {
+			return
+		}
+		buf, _ := relayBuffers.Get().(*[relayBufferSize]byte) // the pool holds nothing else
+		buf[0] = first[0]
+		n, err := readHeld(src, buf[1:])
+		_, werr := dst.Write(buf[:1+n])
+		relayBuffers.Put(buf)
+		if err != nil || werr != nil {
+			return
+		}
+	}
+}
+
+// readHeld reads into p what src holds already, without waiting for the network.
+func readHeld(src *tls.Conn, p []byte) (int, error) {
+	if err := src.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		return 0, err
+	}
+	n, err := src.Read(p)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, err
+	}
+	return n, src.SetReadDeadline(time.Time{})
 }
