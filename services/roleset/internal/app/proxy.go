@@ -51,7 +51,7 @@ func (a proxyAuth) Verifier(ctx context.Context, user, database string) (string,
 		Terminate: func(ctx context.Context, pid uint32) error {
 			return a.eng.TerminateBackend(ctx, up.ClusterID, pid)
 		},
-		Bind: pgproxy.Binding{TicketID: tk.ID, JobID: tk.JobID, DataTable: tk.Datatable, Login: tk.Login},
+		Bind: pgproxy.Binding{TicketID: tk.ID, Workspace: tk.Workspace, JobID: tk.JobID, DataTable: tk.Datatable, Login: tk.Login},
 	}, true, nil
 }
 
@@ -97,10 +97,13 @@ func NewProxy(eng *engine.Engine, st *store.Store, tlsCfg *tls.Config, logger *s
 
 // Rejudge ends the proxied sessions whose decision no longer holds, each time the engine drops
 // cached decisions (an event of policy's or roleset's stream: a run ended, a token was revoked,
-// a member's groups or a role or a data table's permissions changed). Each live ticket's
-// decision is taken again; a refused one is revoked and its sessions closed, upstream backend
-// included. A lookup that fails for another reason (policy unreachable) leaves the session, and
-// is retried at the next change.
+// a member's groups or a role or a data table's permissions changed). The decision of each live
+// ticket of the workspaces concerned (of every workspace for a role, data table or cluster
+// change) is taken again; a refused one is revoked and its sessions closed, upstream backend
+// included. Changes that arrive during a pass are coalesced into the next one, so the work is
+// one pass at a time over the sessions concerned, however many events come. A lookup that
+// fails for another reason (policy unreachable) leaves the session, and is retried at the next
+// change.
 func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger *slog.Logger) error {
 	for {
 		select {
@@ -108,9 +111,12 @@ func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger
 			return nil
 		case <-eng.Changed():
 		}
+		all, workspaces := eng.TakeChanged()
 		seen := map[string]bool{}
 		px.CloseSessions(func(b pgproxy.Binding) bool {
-			seen[b.TicketID] = true
+			if all || workspaces[b.Workspace] {
+				seen[b.TicketID] = true
+			}
 			return false // only listing: the decisions are taken below, outside the proxy's lock
 		})
 		for id := range seen {

@@ -84,23 +84,38 @@ func (c *Cache) onPolicyEvent(kind, workspace string) {
 // OnPolicyEvent drops what one of policy's stream events may have changed.
 func (e *Engine) OnPolicyEvent(kind, workspace string) {
 	e.cache.onPolicyEvent(kind, workspace)
-	e.signalChanged()
+	switch kind {
+	case "catalog", "tag", "settings":
+		// No decision depends on these (onPolicyEvent).
+	case "member", "group", "folder", "run", "token":
+		e.signalChanged(workspace)
+	default:
+		e.signalChanged("")
+	}
 }
 
 // DropConnections drops every cached connection (a role, data table, cluster or login changed,
 // here or on another replica).
 func (e *Engine) DropConnections() {
 	e.cache.conns.Purge()
-	e.signalChanged()
+	e.signalChanged("")
 }
 
 // DropCaches drops everything cached (a stream broke, reconnected or asked for a resync).
 func (e *Engine) DropCaches() {
 	e.cache.dropAll()
-	e.signalChanged()
+	e.signalChanged("")
 }
 
-func (e *Engine) signalChanged() {
+// signalChanged records that decisions of a workspace ("" for every workspace) may have
+// changed, and wakes the reader of Changed.
+func (e *Engine) signalChanged(workspace string) {
+	e.changedMu.Lock()
+	if e.changedIn == nil {
+		e.changedIn = map[string]bool{}
+	}
+	e.changedIn[workspace] = true
+	e.changedMu.Unlock()
 	select {
 	case e.changed <- struct{}{}:
 	default: // one pending signal covers any number of changes
@@ -108,8 +123,18 @@ func (e *Engine) signalChanged() {
 }
 
 // Changed is signalled after any drop of cached decisions: a decision taken before it may no
-// longer hold.
+// longer hold. TakeChanged says where.
 func (e *Engine) Changed() <-chan struct{} { return e.changed }
+
+// TakeChanged returns and forgets the workspaces whose decisions may have changed since the
+// last call; all is true when any change concerned every workspace (a role, a data table, a
+// cluster, a stream reconnecting).
+func (e *Engine) TakeChanged() (all bool, workspaces map[string]bool) {
+	e.changedMu.Lock()
+	defer e.changedMu.Unlock()
+	workspaces, e.changedIn = e.changedIn, nil
+	return workspaces[""], workspaces
+}
 
 // ConnectionCacheStats returns how many connection lookups (the warm path) hit and missed.
 func (e *Engine) ConnectionCacheStats() (hits, misses uint64) { return e.cache.conns.Stats() }

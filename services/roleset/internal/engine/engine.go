@@ -79,8 +79,12 @@ type Engine struct {
 	clusters map[string]clusterConn
 
 	// changed is signalled (without blocking) whenever cached decisions are dropped: the
-	// proxy then takes its live sessions' decisions again (Changed).
-	changed chan struct{}
+	// proxy then takes its live sessions' decisions again (Changed); changedIn (under
+	// changedMu, not mu: mu is held across cluster connects) says in which workspaces ("" for
+	// all).
+	changed   chan struct{}
+	changedMu sync.Mutex
+	changedIn map[string]bool
 }
 
 type clusterConn struct {

@@ -24,7 +24,7 @@ import (
 
 // Binding is what a session is bound to, for CloseSessions to match; opaque to the proxy.
 type Binding struct {
-	TicketID, JobID, DataTable, Login string
+	TicketID, Workspace, JobID, DataTable, Login string
 }
 
 // Target is where an authenticated client's session goes.
