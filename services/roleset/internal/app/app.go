@@ -142,6 +142,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations, Proxy: proxyCfg}, st, pol, cache)
 	cl.Push(eng.Close)
 	background := []func(context.Context) error{}
+	var proxyMetrics []prometheus.Collector
 	if cfg.ProxyAddr != "" {
 		ln, err := net.Listen("tcp", cfg.ProxyAddr)
 		if err != nil {
@@ -150,13 +151,15 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 		plog := logger.With("component", "pgproxy")
 		px := NewProxy(eng, st, proxyTLS, plog)
 		cl.Push(func() { _ = px.Close() })
+		var rj RejudgeCounts
+		proxyMetrics = proxyCollectors(px, &rj)
 		background = append(background, func(ctx context.Context) error {
 			go func() { <-ctx.Done(); _ = px.Close() }()
 			if err := px.Serve(ln); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("proxy: %w", err)
 			}
 			return nil
-		}, func(ctx context.Context) error { return Rejudge(ctx, eng, px, plog) })
+		}, func(ctx context.Context) error { return Rejudge(ctx, eng, px, plog, &rj) })
 	}
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
@@ -170,6 +173,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	reg.MustRegister(server.CacheCollectors("roleset_connections", eng.ConnectionCacheStats)...)
 	reg.MustRegister(sweepCollectors(&sweeps)...)
 	reg.MustRegister(tokens.Collectors("roleset")...)
+	reg.MustRegister(proxyMetrics...)
 	return func(ctx context.Context) error {
 		return server.Run(ctx, cfg.Config, server.Options{
 			Registry:      reg,

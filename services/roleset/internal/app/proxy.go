@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
@@ -104,7 +106,7 @@ func NewProxy(eng *engine.Engine, st *store.Store, tlsCfg *tls.Config, logger *s
 // one pass at a time over the sessions concerned, however many events come. A lookup that
 // fails for another reason (policy unreachable) leaves the session, and is retried at the next
 // change.
-func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger *slog.Logger) error {
+func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger *slog.Logger, counts *RejudgeCounts) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -124,10 +126,47 @@ func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger
 			switch {
 			case errors.Is(err, engine.ErrTicketRefused):
 				n := px.CloseSessions(func(b pgproxy.Binding) bool { return b.TicketID == id })
+				counts.Ended.Add(int64(n))
 				logger.Info("proxied sessions ended: their decision no longer holds", "ticket", id, "sessions", n)
 			case err != nil && ctx.Err() == nil:
+				counts.Failed.Add(1)
 				logger.Warn("re-judging a proxied session", "ticket", id, "error", err)
 			}
 		}
+	}
+}
+
+// RejudgeCounts are Rejudge's running totals (metrics): sessions it ended, and decisions it
+// could not take again (left running until the next change).
+type RejudgeCounts struct{ Ended, Failed atomic.Int64 }
+
+// proxyCollectors are the proxy's metrics (docs/operations.md, "The PostgreSQL proxy").
+func proxyCollectors(px *pgproxy.Server, rj *RejudgeCounts) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_roleset_proxy_connections",
+			Help: "Client connections the proxy holds: sessions and start-ups in progress."},
+			func() float64 { return float64(px.Stats().Connections) }),
+		refusalCollector{px},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "millwright_roleset_proxy_sessions_ended_total",
+			Help: "Proxied sessions ended because their decision no longer held (run ended, role, permissions, groups)."},
+			func() float64 { return float64(rj.Ended.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "millwright_roleset_proxy_rejudge_failures_total",
+			Help: "Decisions of live proxied sessions that could not be taken again (policy or the database unreachable)."},
+			func() float64 { return float64(rj.Failed.Load()) }),
+	}
+}
+
+var refusalDesc = prometheus.NewDesc("millwright_roleset_proxy_refusals_total",
+	"Proxy start-ups refused, by the SQLSTATE sent to the client (28P01 ticket refused, 53300 full, 08P01 malformed, 08006 upstream unreachable, 57P03 lookup failed).",
+	[]string{"sqlstate"}, nil)
+
+// refusalCollector reads the refusals by SQLSTATE from the proxy at each scrape.
+type refusalCollector struct{ px *pgproxy.Server }
+
+func (refusalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- refusalDesc }
+
+func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	for code, n := range c.px.Stats().Refusals {
+		ch <- prometheus.MustNewConstMetric(refusalDesc, prometheus.CounterValue, float64(n), code)
 	}
 }

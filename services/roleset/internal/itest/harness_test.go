@@ -29,6 +29,7 @@ import (
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
+	"github.com/millwright/millwright/services/roleset/internal/app"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
 	"github.com/millwright/millwright/services/roleset/internal/policyidentity"
@@ -215,6 +216,7 @@ type replica struct {
 	// proxyPort is where its PostgreSQL proxy listens (startProxied); 0: none.
 	proxyPort int
 	proxy     *pgproxy.Server
+	rejudged  app.RejudgeCounts
 }
 
 // migrator brings a database to roleset's schema.

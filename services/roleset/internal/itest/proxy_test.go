@@ -37,7 +37,7 @@ func (e *env) startProxied() *replica {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = px.Serve(ln); done <- struct{}{} }()
-	go func() { _ = app.Rejudge(ctx, r.eng, px, slog.Default()); done <- struct{}{} }()
+	go func() { _ = app.Rejudge(ctx, r.eng, px, slog.Default(), &r.rejudged); done <- struct{}{} }()
 	t.Cleanup(func() {
 		cancel()
 		_ = px.Close()
@@ -256,4 +256,13 @@ func TestProxyTickets(t *testing.T) {
 			f.policy.setMember(member{Email: "alice@x", Username: "alice"})
 		})
 	})
+
+	// The metrics an operator watches: the run-ended, permissions and two group cases were
+	// ended by re-judging (the role disable may be, or the RPC itself terminates the backend
+	// first; a pass counts its sessions once CloseSessions returns, after the backend is gone),
+	// and no decision failed to be taken again.
+	require.Eventually(t, func() bool { return px.rejudged.Ended.Load() >= 4 }, 5*time.Second, 5*time.Millisecond,
+		"sessions ended by re-judging: %d", px.rejudged.Ended.Load())
+	require.Zero(t, px.rejudged.Failed.Load())
+	require.Positive(t, px.proxy.Stats().Refusals["28P01"], "the refused tickets are counted")
 }

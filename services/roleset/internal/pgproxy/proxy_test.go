@@ -34,6 +34,9 @@ func TestLogin(t *testing.T) {
 			require.Contains(t, err.Error(), `password authentication failed for user "`+tc.user+`"`)
 		})
 	}
+	st := f.srv.Stats()
+	require.Equal(t, map[string]uint64{"28P01": 2}, st.Refusals, "each refusal counted by its SQLSTATE")
+	require.Equal(t, 1, st.Connections, "the one session still open")
 }
 
 func TestTLS(t *testing.T) {

@@ -95,6 +95,37 @@ type Server struct {
 	// looks again (see bind).
 	gen uint64
 	wg  sync.WaitGroup
+	// refusals counts the ErrorResponses sent at start-up, by SQLSTATE (Stats).
+	refusals map[string]uint64
+}
+
+// Stats is what an operator watches (docs/operations.md, "The PostgreSQL proxy"): the client
+// connections held (sessions and start-ups in progress), and the start-ups refused by SQLSTATE
+// (28P01 a ticket refused, 53300 full, 08P01 a malformed start-up, 08006 upstream unreachable
+// or too slow, 57P03 the ticket lookup failing, or the upstream's own code).
+type Stats struct {
+	Connections int
+	Refusals    map[string]uint64
+}
+
+// Stats returns the current figures.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := make(map[string]uint64, len(s.refusals))
+	for k, v := range s.refusals {
+		r[k] = v
+	}
+	return Stats{Connections: len(s.conns), Refusals: r}
+}
+
+func (s *Server) refused(code string) {
+	s.mu.Lock()
+	if s.refusals == nil {
+		s.refusals = map[string]uint64{}
+	}
+	s.refusals[code]++
+	s.mu.Unlock()
 }
 
 func New(cfg Config) *Server {
@@ -309,7 +340,7 @@ func (s *Server) handle(c *conn, full bool) {
 		s.forwardCancel(ctx, st.cancel)
 		return
 	case full:
-		_ = sendError(client, "53300", "sorry, too many clients already")
+		_ = s.sendError(client, "53300", "sorry, too many clients already")
 		return
 	}
 	up, err := s.startSession(ctx, c, client, st)
@@ -376,7 +407,7 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	verifier, target, ok, err := s.cfg.Authorizer.Verifier(ctx, user, database)
 	if err != nil {
 		s.cfg.Logger.Error("pgproxy: looking up user", "user", user, "err", err)
-		return nil, sendError(client, "57P03", "the proxy cannot check credentials now")
+		return nil, s.sendError(client, "57P03", "the proxy cannot check credentials now")
 	}
 	keys, perr := secret.ParseScramVerifier(verifier)
 	if ok && perr != nil {
@@ -391,14 +422,14 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 		return nil, err
 	}
 	if !passed || !known {
-		return nil, sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
+		return nil, s.sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
 	}
 	if target, ok, err = s.bind(ctx, c, gen, user, database, target); err != nil || !ok {
 		if err != nil {
 			s.cfg.Logger.Error("pgproxy: looking up user", "user", user, "err", err)
-			return nil, sendError(client, "57P03", "the proxy cannot check credentials now")
+			return nil, s.sendError(client, "57P03", "the proxy cannot check credentials now")
 		}
-		return nil, sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
+		return nil, s.sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
 	}
 
 	params := maps.Clone(st.params)
@@ -416,18 +447,18 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	if err != nil {
 		s.cfg.Logger.Warn("pgproxy: connecting upstream", "user", user, "login", target.Bind.Login, "err", err)
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-			return nil, sendError(client, pgErr.Code, pgErr.Message)
+			return nil, s.sendError(client, pgErr.Code, pgErr.Message)
 		}
-		return nil, sendError(client, "08006", "could not connect to the database")
+		return nil, s.sendError(client, "08006", "could not connect to the database")
 	}
 	if err := pc.SyncConn(ctx); err != nil {
 		_ = pc.Close(context.Background())
-		return nil, sendError(client, "08006", "could not connect to the database")
+		return nil, s.sendError(client, "08006", "could not connect to the database")
 	}
 	hc, err := pc.Hijack()
 	if err != nil {
 		_ = pc.Close(context.Background())
-		return nil, sendError(client, "08006", "could not connect to the database")
+		return nil, s.sendError(client, "08006", "could not connect to the database")
 	}
 	remote := hc.Conn.RemoteAddr()
 	up := upstream{
@@ -485,9 +516,9 @@ func (s *Server) bind(ctx context.Context, c *conn, gen uint64, user, database s
 // client went away, the deadline passed) only the close.
 func (s *Server) refuse(client net.Conn, code string, err error) {
 	if perr, ok := errors.AsType[*protocolError](err); ok {
-		_ = sendError(client, code, perr.msg)
+		_ = s.sendError(client, code, perr.msg)
 	} else if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		_ = sendError(client, "08006", "start-up took too long")
+		_ = s.sendError(client, "08006", "start-up took too long")
 	} else {
 		return
 	}
@@ -507,7 +538,8 @@ func lingerClose(c net.Conn) {
 
 // sendError sends a FATAL ErrorResponse; the caller then closes the connection. It may be
 // past the start-up deadline (a slow upstream): the client still gets a second to read why.
-func sendError(client net.Conn, code, msg string) error {
+func (s *Server) sendError(client net.Conn, code, msg string) error {
+	s.refused(code)
 	_ = client.SetWriteDeadline(time.Now().Add(time.Second))
 	return send(client, &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
 }
