@@ -146,12 +146,17 @@ func (p *fakePolicy) setMember(m member) {
 
 // finish ends the run of a job token (its token is refused from now on) and emits policy's
 // run event, as FinishRun does.
-func (p *fakePolicy) finish(tok string) {
+func (p *fakePolicy) finish(tok string) { p.refuse(tok, "run") }
+
+// revoke revokes a job token on its own and emits policy's token event, as RevokeToken does.
+func (p *fakePolicy) revoke(tok string) { p.refuse(tok, "token") }
+
+func (p *fakePolicy) refuse(tok, kind string) {
 	p.mu.Lock()
 	r := p.runs[tok]
 	delete(p.runs, tok)
 	p.mu.Unlock()
-	p.emit("run", r.GetWorkspace(), r.GetJobId())
+	p.emit(kind, r.GetWorkspace(), r.GetJobId())
 }
 
 // run records a run and returns its job token.

@@ -71,14 +71,21 @@ func session(t *testing.T, c *rolesetv1.ResolveConnectionResponse) (*pgx.Conn, i
 	return conn, pid
 }
 
-// requireEnded waits until the session's upstream backend is gone from pg_stat_activity and
-// the client's connection fails, and returns how long that took.
-func (f *fixture) requireEnded(t *testing.T, conn *pgx.Conn, pid int, since time.Time) time.Duration {
+// superConn is a superuser connection to the target cluster, to watch pg_stat_activity.
+func (f *fixture) superConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	super, err := pgx.Connect(context.Background(), f.superDSN)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = super.Close(context.Background()) })
+	return super
+}
+
+// requireEnded waits until the session's upstream backend is gone from pg_stat_activity (read
+// through super, connected beforehand so that its login is not timed) and the client's
+// connection fails, and returns how long that took.
+func (f *fixture) requireEnded(t *testing.T, super, conn *pgx.Conn, pid int, since time.Time) time.Duration {
 	t.Helper()
 	ctx := context.Background()
-	super, err := pgx.Connect(ctx, f.superDSN)
-	require.NoError(t, err)
-	defer super.Close(ctx)
 	var took time.Duration
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int
@@ -86,7 +93,7 @@ func (f *fixture) requireEnded(t *testing.T, conn *pgx.Conn, pid int, since time
 		assert.Zero(c, n, "the upstream backend is gone")
 		took = time.Since(since)
 	}, 5*time.Second, 2*time.Millisecond)
-	_, err = conn.Exec(ctx, `SELECT 1`)
+	_, err := conn.Exec(ctx, `SELECT 1`)
 	require.Error(t, err, "the client's session is closed")
 	return took
 }
@@ -97,9 +104,10 @@ func (f *fixture) requireEnded(t *testing.T, conn *pgx.Conn, pid int, since time
 func (f *fixture) requireEndsOn(t *testing.T, c *rolesetv1.ResolveConnectionResponse, what string, change func()) {
 	t.Helper()
 	conn, pid := session(t, c)
+	super := f.superConn(t)
 	start := time.Now()
 	change()
-	t.Logf("%s -> session and backend gone in %v", what, f.requireEnded(t, conn, pid, start))
+	t.Logf("%s -> session and backend gone in %v", what, f.requireEnded(t, super, conn, pid, start))
 	require28P01(t, c)
 }
 
@@ -161,6 +169,13 @@ func TestProxyTickets(t *testing.T) {
 		c, err := f.resolve(px, tok, "datatable://main?as=viewer")
 		require.NoError(t, err)
 		f.requireEndsOn(t, c, "run ended", func() { f.policy.finish(tok) })
+	})
+
+	t.Run("the run's job token is revoked", func(t *testing.T) {
+		tok := f.viewerRun("alice@x")
+		c, err := f.resolve(px, tok, "datatable://main?as=viewer")
+		require.NoError(t, err)
+		f.requireEndsOn(t, c, "job token revoked", func() { f.policy.revoke(tok) })
 	})
 
 	t.Run("a role of the decision is disabled", func(t *testing.T) {
@@ -241,8 +256,9 @@ func TestProxyTickets(t *testing.T) {
 		c, err := f.resolve(other, f.viewerRun("bob@x"), "datatable://main?as=viewer")
 		require.NoError(t, err)
 		conn, pid := session(t, c)
+		super := f.superConn(t)
 		require.NoError(t, other.proxy.Close())
-		f.requireEnded(t, conn, pid, time.Now())
+		f.requireEnded(t, super, conn, pid, time.Now())
 		c.Port = int32(px.proxyPort)
 		got, err := query(ctx, c)
 		require.NoError(t, err, "the run is live: its ticket reconnects elsewhere")
@@ -257,11 +273,11 @@ func TestProxyTickets(t *testing.T) {
 		})
 	})
 
-	// The metrics an operator watches: the run-ended, permissions and two group cases were
+	// The metrics an operator watches: the run-ended, token, permissions and two group cases were
 	// ended by re-judging (the role disable may be, or the RPC itself terminates the backend
 	// first; a pass counts its sessions once CloseSessions returns, after the backend is gone),
 	// and no decision failed to be taken again.
-	require.Eventually(t, func() bool { return px.rejudged.Ended.Load() >= 4 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return px.rejudged.Ended.Load() >= 5 }, 5*time.Second, 5*time.Millisecond,
 		"sessions ended by re-judging: %d", px.rejudged.Ended.Load())
 	require.Zero(t, px.rejudged.Failed.Load())
 	require.Positive(t, px.proxy.Stats().Refusals["28P01"], "the refused tickets are counted")
