@@ -121,18 +121,24 @@ func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger
 			}
 			return false // only listing: the decisions are taken below, outside the proxy's lock
 		})
+		refused := map[string]bool{}
 		for id := range seen {
 			_, err := eng.TicketUpstream(ctx, id)
 			switch {
 			case errors.Is(err, engine.ErrTicketRefused):
-				n := px.CloseSessions(func(b pgproxy.Binding) bool { return b.TicketID == id })
-				counts.Ended.Add(int64(n))
-				logger.Info("proxied sessions ended: their decision no longer holds", "ticket", id, "sessions", n)
+				refused[id] = true
 			case err != nil && ctx.Err() == nil:
 				counts.Failed.Add(1)
 				logger.Warn("re-judging a proxied session", "ticket", id, "error", err)
 			}
 		}
+		if len(refused) == 0 {
+			continue
+		}
+		// One call for all of them: CloseSessions ends their backends in parallel.
+		n := px.CloseSessions(func(b pgproxy.Binding) bool { return refused[b.TicketID] })
+		counts.Ended.Add(int64(n))
+		logger.Info("proxied sessions ended: their decision no longer holds", "tickets", len(refused), "sessions", n)
 	}
 }
 

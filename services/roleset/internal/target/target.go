@@ -410,10 +410,27 @@ func (c *Cluster) EnsureSetLogin(ctx context.Context, login, verifier string, me
 	return true, c.Terminate(ctx, login)
 }
 
-// TerminateBackend ends one backend and waits up to 5 s for it to exit.
+// TerminateBackend ends one backend and waits (until ctx ends) for it to be gone from
+// pg_stat_activity. It polls every 2 ms rather than use pg_terminate_backend's own wait, which
+// checks only every 100 ms: a revocation waits for the backend's exit, not for the next tick.
 func (c *Cluster) TerminateBackend(ctx context.Context, pid uint32) error {
-	_, err := c.pool.Exec(ctx, `SELECT pg_terminate_backend($1, 5000)`, int64(pid))
-	return err
+	if _, err := c.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int64(pid)); err != nil {
+		return err
+	}
+	for {
+		var alive bool
+		if err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, int64(pid)).Scan(&alive); err != nil {
+			return err
+		}
+		if !alive {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // Terminate ends every session of the role, twice (a login can be mid-authentication during
