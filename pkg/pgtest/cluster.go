@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 )
 
 // cluster is a PostgreSQL server this process started in its own directory.
@@ -287,6 +288,23 @@ func postgresCredential() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("pgtest: postgres user: %w", err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// Binary returns the path of a PostgreSQL program (psql, pg_dump...) from the installation
+// the test cluster runs from. A missing one fails the test: Debian's server package depends on
+// its client, so on a machine that runs the cluster it is a broken installation, not a reason
+// to skip.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := findBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if !fileExists(p) {
+		t.Fatalf("pgtest: no %s in %s", name, dir)
+	}
+	return p
 }
 
 // findBinDir returns the newest /usr/lib/postgresql/<version>/bin (the Debian layout CI uses),

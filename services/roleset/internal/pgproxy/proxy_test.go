@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/millwright/millwright/pkg/pgtest"
 )
 
 func TestLogin(t *testing.T) {
@@ -56,10 +58,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestPsql(t *testing.T) {
-	const psql = "/usr/lib/postgresql/15/bin/psql"
-	if _, err := os.Stat(psql); err != nil {
-		t.Skip("no psql at " + psql)
-	}
+	psql := pgtest.Binary(t, "psql")
 	cases := []struct {
 		name    string
 		cfg     Config
