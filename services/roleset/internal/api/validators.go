@@ -64,7 +64,10 @@ func Validators() *validate.Registry {
 			validate.Identifier("admin_user", m.GetAdminUser()),
 			validate.Required("admin_password", m.GetAdminPassword()),
 			validate.MaxLen("admin_password", m.GetAdminPassword(), 1024),
-			checkDefaultRole(m.GetDefaultRole()))
+			checkDefaultRole(m.GetDefaultRole()),
+			// An unknown mode is refused, never read as "keep the stored one".
+			validate.OneOf("credential_mode", m.GetCredentialMode(), rolesetv1.CredentialMode_CREDENTIAL_MODE_UNSPECIFIED,
+				rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT, rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY))
 	})
 	validate.Add(r, func(m *rolesetv1.SetPermissionsRequest) error {
 		if err := validate.First(validate.Workspace("workspace", m.GetWorkspace()), datatableName("name", m.GetName()),

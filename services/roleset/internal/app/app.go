@@ -159,7 +159,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 				return fmt.Errorf("proxy: %w", err)
 			}
 			return nil
-		}, func(ctx context.Context) error { return Rejudge(ctx, eng, px, plog, &rj) })
+		}, func(ctx context.Context) error { return Rejudge(ctx, eng, px, plog, &rj, 0) })
 	}
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
@@ -227,6 +227,13 @@ func Monitor(ctx context.Context, eng *engine.Engine, every time.Duration, log *
 			log.Warn("roleset: sweep", "err", err)
 		} else if res.Dropped+res.Resumed > 0 {
 			log.Info("roleset: sweep", "dropped", res.Dropped, "resumed", res.Resumed)
+		}
+		// Expired proxy tickets are removed on the same loop, so the table holds live ones only.
+		if n, err := eng.DeleteExpiredTickets(ctx, time.Now()); err != nil && !errors.Is(err, context.Canceled) {
+			counts.Failed.Add(1)
+			log.Warn("roleset: removing expired tickets", "err", err)
+		} else if n > 0 {
+			log.Info("roleset: removed expired tickets", "tickets", n)
 		}
 		select {
 		case <-ctx.Done():

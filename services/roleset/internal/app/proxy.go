@@ -10,48 +10,68 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/millwright/millwright/pkg/defaults"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 	"github.com/millwright/millwright/services/roleset/internal/ticket"
 )
 
-// proxyAuth answers the proxy's lookups from tickets: the decision is taken again at every
-// session start (engine.TicketUpstream), so a ticket whose run ended or whose decision changed
-// logs no one in, whatever replica minted it.
+// proxyAuth answers the proxy's lookups from tickets. Before the client has proved the secret
+// it only reads the ticket's verifier (one indexed read: a caller who saw a ticket id in a log
+// makes roleset do nothing more); once proved, the dial takes the decision again
+// (engine.TicketUpstream), so a ticket whose run ended or whose decision changed logs no one
+// in, whatever replica minted it.
 type proxyAuth struct{ eng *engine.Engine }
+
+// refusedTicket is what a client that proved the secret of a ticket no longer good gets: the
+// same 28P01 as any refused ticket.
+func refusedTicket(user string) error {
+	return &pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "` + user + `"`}
+}
 
 func (a proxyAuth) Verifier(ctx context.Context, user, database string) (string, pgproxy.Target, bool, error) {
 	id, err := ticket.ParseID(user)
 	if err != nil {
 		return "", pgproxy.Target{}, false, nil
 	}
-	up, err := a.eng.TicketUpstream(ctx, id)
+	tk, err := a.eng.Ticket(ctx, id)
 	if errors.Is(err, engine.ErrTicketRefused) {
 		return "", pgproxy.Target{}, false, nil
 	}
 	if err != nil {
 		return "", pgproxy.Target{}, false, err
 	}
-	if database != up.Conn.Database {
-		return "", pgproxy.Target{}, false, nil // a ticket is good for its data table's database only
-	}
-	c := up.Conn
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(c.User, c.Password),
-		Host: net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), Path: "/" + c.Database}
-	cfg, err := pgconn.ParseConfig(u.String())
-	if err != nil {
-		return "", pgproxy.Target{}, false, err
-	}
-	tk := up.Ticket
+	var clusterID string // set by the dial, read by Terminate (which only follows a dial)
 	return tk.Verifier, pgproxy.Target{
-		Dial: pgproxy.DialConfig(cfg),
+		Dial: func(ctx context.Context, params map[string]string) (*pgconn.PgConn, error) {
+			up, err := a.eng.TicketUpstream(ctx, id)
+			if errors.Is(err, engine.ErrTicketRefused) {
+				return nil, refusedTicket(user)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if database != up.Conn.Database {
+				return nil, refusedTicket(user) // a ticket is good for its data table's database only
+			}
+			c := up.Conn
+			u := url.URL{Scheme: "postgres", User: url.UserPassword(c.User, c.Password),
+				Host: net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), Path: "/" + c.Database}
+			cfg, err := pgconn.ParseConfig(u.String())
+			if err != nil {
+				return nil, err
+			}
+			clusterID = up.ClusterID
+			return pgproxy.DialConfig(cfg)(ctx, params)
+		},
 		Terminate: func(ctx context.Context, pid uint32) error {
-			return a.eng.TerminateBackend(ctx, up.ClusterID, pid)
+			return a.eng.TerminateBackend(ctx, clusterID, pid)
 		},
 		Bind: pgproxy.Binding{TicketID: tk.ID, Workspace: tk.Workspace, JobID: tk.JobID, DataTable: tk.Datatable, Login: tk.Login},
 	}, true, nil
@@ -106,14 +126,23 @@ func NewProxy(eng *engine.Engine, st *store.Store, tlsCfg *tls.Config, logger *s
 // one pass at a time over the sessions concerned, however many events come. A lookup that
 // fails for another reason (policy unreachable) leaves the session, and is retried at the next
 // change.
-func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger *slog.Logger, counts *RejudgeCounts) error {
+//
+// Every `every` (default 30 s) a pass covers every session even without a change: a ticket
+// that reached its lifetime (--ticket-lifetime) while its run goes on ends its sessions too.
+func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger *slog.Logger, counts *RejudgeCounts, every time.Duration) error {
+	tick := time.NewTicker(defaults.Positive(every, 30*time.Second))
+	defer tick.Stop()
 	for {
+		var expiry bool
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-eng.Changed():
+		case <-tick.C:
+			expiry = true
 		}
 		all, workspaces := eng.TakeChanged()
+		all = all || expiry
 		seen := map[string]bool{}
 		px.CloseSessions(func(b pgproxy.Binding) bool {
 			if all || workspaces[b.Workspace] {

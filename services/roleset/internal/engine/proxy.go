@@ -69,15 +69,22 @@ type Upstream struct {
 	ClusterID string
 }
 
+// Ticket returns a usable ticket (its verifier and binding), ErrTicketRefused if there is none:
+// what the proxy may know before the client has proved the secret.
+func (e *Engine) Ticket(ctx context.Context, id string) (ticket.Ticket, error) {
+	tk, err := e.store.TicketForProxy(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return tk, ErrTicketRefused
+	}
+	return tk, err
+}
+
 // TicketUpstream takes a ticket's decision again, as the proxy needs when a session starts and
 // after any event that may have changed it: the run must still be live and the decision the
 // same login (so the same roles). A ticket whose decision changed is revoked. Errors other than
 // ErrTicketRefused are transient (policy or the database unreachable).
 func (e *Engine) TicketUpstream(ctx context.Context, id string) (Upstream, error) {
-	tk, err := e.store.TicketForProxy(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return Upstream{}, ErrTicketRefused
-	}
+	tk, err := e.Ticket(ctx, id)
 	if err != nil {
 		return Upstream{}, err
 	}
@@ -116,6 +123,20 @@ func (e *Engine) revokeTicket(ctx context.Context, tk ticket.Ticket, why string)
 	}
 	e.cfg.Logger.Info("ticket revoked: its decision no longer holds", "ticket", tk.ID, "workspace", tk.Workspace,
 		"job_id", tk.JobID, "datatable", tk.Datatable, "why", why)
+}
+
+// DeleteExpiredTickets removes the tickets that expired before now, in bounded batches until
+// none is left (each row is useless once expired: TicketForProxy refuses it), and reports how
+// many it removed.
+func (e *Engine) DeleteExpiredTickets(ctx context.Context, now time.Time) (int64, error) {
+	var total int64
+	for {
+		n, err := e.store.DeleteExpiredTickets(ctx, now, store.DefaultTicketBatch)
+		total += n
+		if err != nil || n < store.DefaultTicketBatch {
+			return total, err
+		}
+	}
 }
 
 // TerminateBackend ends one backend of a cluster (a proxied session's upstream), so that it is

@@ -25,19 +25,25 @@ import (
 
 // startProxied starts a replica that runs the PostgreSQL proxy, wired as the roleset app wires
 // it (app.NewProxy, app.Rejudge).
-func (e *env) startProxied() *replica {
+func (e *env) startProxied() *replica { return e.startProxiedWith(0, 0) }
+
+// startProxiedWith is startProxied with a ticket lifetime and a re-judging period (0: the
+// defaults).
+func (e *env) startProxiedWith(lifetime, rejudgeEvery time.Duration) *replica {
 	t := e.t
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
-	r := e.start(func(c *engine.Config) { c.Proxy = engine.ProxyConfig{Host: "127.0.0.1", Port: port} })
+	r := e.start(func(c *engine.Config) {
+		c.Proxy = engine.ProxyConfig{Host: "127.0.0.1", Port: port, TicketLifetime: lifetime}
+	})
 	r.proxyPort = port
 	px := app.NewProxy(r.eng, store.New(r.pool), nil, slog.Default())
 	r.proxy = px
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = px.Serve(ln); done <- struct{}{} }()
-	go func() { _ = app.Rejudge(ctx, r.eng, px, slog.Default(), &r.rejudged); done <- struct{}{} }()
+	go func() { _ = app.Rejudge(ctx, r.eng, px, slog.Default(), &r.rejudged, rejudgeEvery); done <- struct{}{} }()
 	t.Cleanup(func() {
 		cancel()
 		_ = px.Close()
@@ -129,10 +135,30 @@ func TestProxyTickets(t *testing.T) {
 	f.proxyMode(t, px)
 	ctx := context.Background()
 
+	t.Run("an unknown credential mode is refused, not read as keep", func(t *testing.T) {
+		_, err := px.datatables().UpsertDatatable(adminCtx(), &rolesetv1.UpsertDatatableRequest{Workspace: "ws", Name: "main",
+			ClusterId: f.clusterID, Database: f.targetDB, AdminUser: f.adminUser, AdminPassword: f.adminPass,
+			DefaultRole: f.emea.GetRoleId(), CredentialMode: rolesetv1.CredentialMode(99)})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		require.Contains(t, err.Error(), "credential_mode")
+	})
+
 	t.Run("a replica without a proxy refuses proxy mode", func(t *testing.T) {
 		_, err := f.resolve(f.r, f.viewerRun("alice@x"), "datatable://main?as=viewer")
 		require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
 		require.Equal(t, commonv1.ErrorReason_ERROR_REASON_PROXY_NOT_CONFIGURED, reasonOf(err))
+	})
+
+	t.Run("a wrong secret costs one ticket read: no decision is taken before the client proves it", func(t *testing.T) {
+		c, err := f.resolve(px, f.viewerRun("alice@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		// Forget every run identity (an event of another workspace: no session is judged
+		// again), so taking the decision would have to ask policy.
+		px.eng.OnPolicyEvent("run", "elsewhere")
+		before := f.policy.Calls()
+		c.Password += "x"
+		require28P01(t, c)
+		require.Equal(t, before, f.policy.Calls())
 	})
 
 	t.Run("the viewer's rows through the proxy, with a ticket", func(t *testing.T) {
@@ -263,6 +289,20 @@ func TestProxyTickets(t *testing.T) {
 		got, err := query(ctx, c)
 		require.NoError(t, err, "the run is live: its ticket reconnects elsewhere")
 		require.Equal(t, []int{3, 4}, got)
+	})
+
+	t.Run("a ticket that reaches its lifetime ends its sessions while the run goes on", func(t *testing.T) {
+		short := f.startProxiedWith(time.Second, 50*time.Millisecond)
+		c, err := f.resolve(short, f.viewerRun("bob@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		conn, pid := session(t, c)
+		super := f.superConn(t)
+		t.Logf("ticket lifetime 1 s -> session and backend gone %v after the resolve", f.requireEnded(t, super, conn, pid, time.Now()))
+		require28P01(t, c)
+		n, err := short.eng.DeleteExpiredTickets(ctx, time.Now())
+		require.NoError(t, err)
+		require.Positive(t, n, "the monitor loop's cleanup removes the expired ticket")
+		require28P01(t, c)
 	})
 
 	t.Run("the viewer leaves the group the decision rested on", func(t *testing.T) {
