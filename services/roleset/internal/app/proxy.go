@@ -144,12 +144,11 @@ func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger
 		all, workspaces := eng.TakeChanged()
 		all = all || expiry
 		seen := map[string]bool{}
-		px.CloseSessions(func(b pgproxy.Binding) bool {
+		for _, b := range px.Bindings() {
 			if all || workspaces[b.Workspace] {
 				seen[b.TicketID] = true
 			}
-			return false // only listing: the decisions are taken below, outside the proxy's lock
-		})
+		}
 		refused := map[string]bool{}
 		for id := range seen {
 			_, err := eng.TicketUpstream(ctx, id)

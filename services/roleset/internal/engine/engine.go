@@ -186,6 +186,8 @@ type Connection struct {
 	// Proxy: Host and Port are roleset's proxy, User a ticket id and Password its secret.
 	Proxy bool
 
+	// clusterID is the cluster of the decision (the proxy terminates its backends there).
+	clusterID string
 	// freshUntil, for a set login, is until when its row's last_used_at is known to be
 	// within touchEvery of now, which keeps it far from any sweep's cutoff: the cache may
 	// hand the login out until then without reading the row (zero: no such bound).
@@ -496,7 +498,8 @@ func (e *Engine) resolve(ctx context.Context, token string, ref datatableref.Ref
 }
 
 func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error) {
-	c := Connection{Host: d.cluster.Host, Port: d.cluster.Port, Database: d.dt.Database, Roles: d.Roles, Kind: d.Kind, User: d.Login}
+	c := Connection{Host: d.cluster.Host, Port: d.cluster.Port, Database: d.dt.Database, Roles: d.Roles, Kind: d.Kind, User: d.Login,
+		clusterID: d.cluster.ID}
 	var err error
 	switch d.Kind {
 	case KindAdmin:

@@ -109,15 +109,11 @@ func (e *Engine) TicketUpstream(ctx context.Context, id string) (Upstream, error
 		e.revokeTicket(ctx, tk, "the decision now names login "+strconv.Quote(c.User))
 		return Upstream{}, ErrTicketRefused
 	}
-	dt, err := e.store.GetDatatable(ctx, tk.Workspace, tk.Datatable)
-	if err != nil {
-		return Upstream{}, err
-	}
-	return Upstream{Ticket: tk, Conn: c, ClusterID: dt.ClusterID}, nil
+	return Upstream{Ticket: tk, Conn: c, ClusterID: c.clusterID}, nil
 }
 
 func (e *Engine) revokeTicket(ctx context.Context, tk ticket.Ticket, why string) {
-	if _, err := e.store.RevokeTicketsWhere(ctx, tk.Workspace, tk.Datatable, func(t ticket.Ticket) bool { return t.ID == tk.ID }); err != nil {
+	if _, err := e.store.RevokeTicket(ctx, tk.ID); err != nil {
 		e.cfg.Logger.Warn("revoke ticket", "ticket", tk.ID, "error", err)
 		return
 	}

@@ -205,6 +205,19 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// Bindings lists the bindings of the live sessions (for a caller that judges them again).
+func (s *Server) Bindings() []Binding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Binding, 0, len(s.conns))
+	for c := range s.conns {
+		if b, ok := c.binding(); ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // CloseSessions ends every session whose binding matches, sessions still starting included,
 // and returns how many it ended. The client's connection is closed at once; the upstream
 // backend is terminated (Target.Terminate) before its connection is closed, so it is gone

@@ -61,6 +61,12 @@ WHERE workspace = $1 AND job_id = $2 AND revoked_at IS NULL RETURNING id`, works
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
+// RevokeTicket revokes one ticket (its decision no longer holds); false if it was not live.
+func (s *Store) RevokeTicket(ctx context.Context, id string) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `UPDATE ticket SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, id)
+	return tag.RowsAffected() == 1, err
+}
+
 // RevokeTicketsWhere revokes the live tickets of a data table that match (nil: all of them),
 // for a change after which their decision would not be taken again, and returns their ids. The
 // tickets are read and revoked in one transaction, their rows locked, so a ticket matched is

@@ -115,6 +115,24 @@ func createTenantTickets(t *testing.T, s *store.Store) (tt tenantTickets) {
 	return tt
 }
 
+// TestRevokeTicket: revoking one ticket (its decision no longer holds) touches that ticket
+// only, and only once.
+func TestRevokeTicket(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	tt := createTenantTickets(t, s)
+	ok, err := s.RevokeTicket(ctx, tt.run.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, usable(t, s, tt.run.ID))
+	for _, id := range []string{tt.runOther.ID, tt.otherRun.ID, tt.otherTenant.ID} {
+		require.True(t, usable(t, s, id))
+	}
+	ok, err = s.RevokeTicket(ctx, tt.run.ID)
+	require.NoError(t, err)
+	require.False(t, ok, "not live any more")
+}
+
 // TestRevokeTicketsOfRun: a run's revocation reaches its own tickets only. Job ids are unique
 // per workspace, so another tenant's run with the same job id keeps its tickets.
 func TestRevokeTicketsOfRun(t *testing.T) {
