@@ -183,22 +183,27 @@ func (l *loader) waitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.c.wait)
 	defer cancel()
 	for {
-		ok := true
-		for _, cc := range []*grpc.ClientConn{l.pol, l.rs, l.bill} {
+		ok, last := true, ""
+		for name, cc := range map[string]*grpc.ClientConn{"policy": l.pol, "roleset": l.rs, "billing": l.bill} {
 			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 			h, err := healthpb.NewHealthClient(cc).Check(cctx, &healthpb.HealthCheckRequest{})
 			ccancel()
 			if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 				ok = false
+				last = fmt.Sprintf("%s: %v %v", name, h.GetStatus(), err)
 				break
 			}
 		}
-		if ok && l.gatewayHealthy(ctx) {
+		if ok && !l.gatewayHealthy(ctx) {
+			ok, last = false, "the gateway's /healthz"
+		}
+		if ok {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("demo: the stack is not healthy after %s", l.c.wait)
+			// Say which part was not healthy at the last look, so a failed start can be read.
+			return fmt.Errorf("demo: the stack is not healthy after %s (last: %s)", l.c.wait, last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
