@@ -13,6 +13,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/stream"
 )
 
@@ -40,8 +41,9 @@ func open(dsn string) (*sql.DB, error) {
 
 // Up applies every pending migration, then the stream's idempotent upgrade step
 // (stream.UpgradeSQL: later versions of the stream schema, which every database gets the
-// first time a new binary migrates it, whatever its service's version), and returns the
-// version reached.
+// first time a new binary migrates it, whatever its service's version), then the audit
+// trail's idempotent schema (audit.SchemaSQL, the same in every service's database), and
+// returns the version reached.
 func Up(ctx context.Context, dsn string, fsys fs.FS) (int64, error) {
 	db, err := open(dsn)
 	if err != nil {
@@ -57,6 +59,9 @@ func Up(ctx context.Context, dsn string, fsys fs.FS) (int64, error) {
 	}
 	if err := upgradeStream(ctx, db); err != nil {
 		return 0, err
+	}
+	if _, err := db.ExecContext(ctx, audit.SchemaSQL); err != nil {
+		return 0, fmt.Errorf("migrate: audit schema: %w", err)
 	}
 	return p.GetDBVersion(ctx)
 }

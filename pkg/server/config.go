@@ -28,6 +28,7 @@ type Config struct {
 	AdminToken      Secret
 	ServiceToken    Secret
 	Limits          Limits
+	Audit           AuditConfig
 }
 
 // Limits bound what one gRPC client can hold of a service: connections that do not finish
@@ -89,6 +90,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	DurationVar(fs, &c.Limits.IdleTimeout, "grpc-idle-timeout", "MILLWRIGHT_GRPC_IDLE_TIMEOUT", dl.IdleTimeout, "a connection with no call in flight is closed after this")
 	SecretVar(fs, &c.AdminToken, "admin-token", "MILLWRIGHT_ADMIN_TOKEN", defaults.AdminToken, "bootstrap superadmin bearer token")
 	SecretVar(fs, &c.ServiceToken, "service-token", "MILLWRIGHT_SERVICE_TOKEN", defaults.ServiceToken, "service-to-service bearer token")
+	c.Audit.RegisterAuditFlags(fs)
 }
 
 // Secret is a string that must not be printed: String, GoString, LogValue and JSON all show

@@ -25,17 +25,17 @@ func TestConfigPrecedence(t *testing.T) {
 		want server.Config
 	}{
 		{"defaults", nil, nil, server.Config{Name: "policy", GRPCAddr: ":9001", MetricsAddr: ":9101",
-			LogLevel: "info", LogFormat: "json", ShutdownTimeout: 5 * time.Second, Limits: server.DefaultLimits()}},
+			LogLevel: "info", LogFormat: "json", ShutdownTimeout: 5 * time.Second, Limits: server.DefaultLimits(), Audit: server.DefaultAudit()}},
 		{"env beats default", map[string]string{
 			"MILLWRIGHT_GRPC_ADDR": ":7001", "DATABASE_URL": "postgres://db/x", "MILLWRIGHT_SHUTDOWN_TIMEOUT": "9s",
 			"MILLWRIGHT_ADMIN_TOKEN": "adm", "MILLWRIGHT_LOG_LEVEL": "debug",
 		}, nil, server.Config{Name: "policy", GRPCAddr: ":7001", MetricsAddr: ":9101", DatabaseURL: "postgres://db/x",
 			LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 9 * time.Second, AdminToken: "adm",
-			Limits: server.DefaultLimits()}},
+			Limits: server.DefaultLimits(), Audit: server.DefaultAudit()}},
 		{"flag beats env", map[string]string{"MILLWRIGHT_GRPC_ADDR": ":7001", "MILLWRIGHT_LOG_LEVEL": "debug"},
 			[]string{"--grpc-addr", ":8001", "--log-level=warn", "--metrics-addr="},
 			server.Config{Name: "policy", GRPCAddr: ":8001", LogLevel: "warn", LogFormat: "json",
-				ShutdownTimeout: 5 * time.Second, Limits: server.DefaultLimits()}},
+				ShutdownTimeout: 5 * time.Second, Limits: server.DefaultLimits(), Audit: server.DefaultAudit()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

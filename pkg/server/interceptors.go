@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
 	"github.com/millwright/millwright/pkg/server/reqctx"
@@ -24,7 +25,9 @@ import (
 // must see panics from every later step; request id must exist before anything logs; logging
 // and metrics must see refusals by auth and validation; auth runs before validation so an
 // anonymous caller learns nothing about what a valid request looks like; rewrite sits
-// directly around the handler so every outer step sees the final status code.
+// directly around the handler so every outer step sees the final status code. The audit
+// step (when there is a trail) sits between auth and validation: it knows the actor, and it
+// records bad input as a refusal.
 type chain struct {
 	logger    *slog.Logger
 	metrics   *metrics
@@ -32,20 +35,35 @@ type chain struct {
 	public    map[string]bool
 	validator *validate.Registry
 	draining  context.Context // cancelled when shutdown begins; ends open streams
+	audit     *audit.Interceptor // nil: no audit trail
 }
 
 func (c *chain) unary() []grpc.UnaryServerInterceptor {
-	return []grpc.UnaryServerInterceptor{
-		c.recoveryUnary, c.requestIDUnary, c.loggingUnary, c.metricsUnary,
-		c.authUnary, c.validationUnary, c.rewriteUnary,
+	steps := []grpc.UnaryServerInterceptor{
+		c.recoveryUnary, c.requestIDUnary, c.loggingUnary, c.metricsUnary, c.authUnary,
 	}
+	if c.audit != nil {
+		steps = append(steps, c.auditUnary)
+	}
+	return append(steps, c.validationUnary, c.rewriteUnary)
 }
 
 func (c *chain) stream() []grpc.StreamServerInterceptor {
-	return []grpc.StreamServerInterceptor{
-		c.recoveryStream, c.requestIDStream, c.loggingStream, c.metricsStream,
-		c.authStream, c.validationStream, c.rewriteStream,
+	steps := []grpc.StreamServerInterceptor{
+		c.recoveryStream, c.requestIDStream, c.loggingStream, c.metricsStream, c.authStream,
 	}
+	if c.audit != nil {
+		steps = append(steps, c.audit.Stream)
+	}
+	return append(steps, c.validationStream, c.rewriteStream)
+}
+
+// auditUnary leaves health and reflection out of the trail: they decide nothing.
+func (c *chain) auditUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if infra(info.FullMethod) {
+		return h(ctx, req)
+	}
+	return c.audit.Unary(ctx, req, info, h)
 }
 
 // wrapped replaces a stream's context and optionally checks each received message.

@@ -27,6 +27,7 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/millwright/millwright/pkg/apidesc"
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/validate"
 )
@@ -65,6 +66,10 @@ type Options struct {
 	OnListen func(grpcAddr, metricsAddr string)
 	// HealthInterval is how often readiness is re-checked once SERVING (default 5s).
 	HealthInterval time.Duration
+	// Audit, when set, records every RPC's decision (the step after authentication) by
+	// AuditRules, and serves AuditService for its trail (docs/audit.md).
+	Audit      *audit.Recorder
+	AuditRules audit.Rules
 	// Flags, when set, are logged at start with their sources and secrets redacted
 	// (LogConfig), so an operator sees what a replica actually runs with. Unset, the flags
 	// ServeArgs parsed are.
@@ -164,10 +169,17 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	sv := newSupervisor(ctx, logger)
 	defer sv.stopRun()
 	sv.serve(gs, ls, rd)
-	sv.background(opts.Background)
+	bg := opts.Background
+	if opts.Audit != nil && cfg.Audit.Retention > 0 {
+		bg = append(bg[:len(bg):len(bg)], auditRetention(opts.Audit, cfg.Audit.Retention, logger))
+	}
+	sv.background(bg)
 	<-sv.run.Done()
 	stop(ctx, cfg, logger, gs, ls.http, rd, drain)
 	sv.wait()
+	if opts.Audit != nil {
+		opts.Audit.Close() // the repeats still counted
+	}
 	logger.Info("stopped")
 	return sv.failure
 }
@@ -208,6 +220,10 @@ func newGRPCServer(cfg Config, opts Options, logger *slog.Logger, m *metrics, tp
 	}
 	ch := &chain{logger: logger, metrics: m, authn: opts.Authenticator, public: public,
 		validator: opts.Validator, draining: draining}
+	if opts.Audit != nil {
+		ch.audit = &audit.Interceptor{Recorder: opts.Audit, Rules: opts.AuditRules}
+		audit.Validators(opts.Validator)
+	}
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(tp),
@@ -225,6 +241,9 @@ func newGRPCServer(cfg Config, opts Options, logger *slog.Logger, m *metrics, tp
 		return nil, nil, err
 	}
 	opts.Register(gs)
+	if opts.Audit != nil {
+		audit.NewService(opts.Audit).Register(gs)
+	}
 
 	names := apiServices(gs)
 	var sds []grpc.ServiceDesc

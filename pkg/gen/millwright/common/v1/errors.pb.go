@@ -121,6 +121,10 @@ const (
 	// The data table hands out proxy tickets (credential mode PROXY), but this roleset runs no
 	// proxy (--proxy-addr): a configuration error of the deployment. Metadata: `datatable`.
 	ErrorReason_ERROR_REASON_PROXY_NOT_CONFIGURED ErrorReason = 68
+	// The decision could not be recorded in the audit trail, and its class fails closed
+	// (docs/audit.md): the credential was not issued, the right not granted, the change not made.
+	// Metadata: `class`.
+	ErrorReason_ERROR_REASON_AUDIT_UNAVAILABLE ErrorReason = 69
 	// The change would take seat usage over the licensed cap. Metadata: `before`, `after`, `cap`.
 	ErrorReason_ERROR_REASON_SEAT_CAP_EXCEEDED ErrorReason = 80
 	// The billing projection has not yet applied the requested stream position.
@@ -169,6 +173,7 @@ var (
 		66: "ERROR_REASON_CLUSTER_ROLE_TAMPERED",
 		67: "ERROR_REASON_VIEWER_ACCESS_OFF",
 		68: "ERROR_REASON_PROXY_NOT_CONFIGURED",
+		69: "ERROR_REASON_AUDIT_UNAVAILABLE",
 		80: "ERROR_REASON_SEAT_CAP_EXCEEDED",
 		81: "ERROR_REASON_PROJECTION_BEHIND",
 	}
@@ -212,6 +217,7 @@ var (
 		"ERROR_REASON_CLUSTER_ROLE_TAMPERED":  66,
 		"ERROR_REASON_VIEWER_ACCESS_OFF":      67,
 		"ERROR_REASON_PROXY_NOT_CONFIGURED":   68,
+		"ERROR_REASON_AUDIT_UNAVAILABLE":      69,
 		"ERROR_REASON_SEAT_CAP_EXCEEDED":      80,
 		"ERROR_REASON_PROJECTION_BEHIND":      81,
 	}
@@ -248,8 +254,7 @@ var File_millwright_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\xe3\n" +
-	"\n" +
+	"!millwright/common/v1/errors.proto\x12\x14millwright.common.v1*\x87\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_FIELD\x10\x01\x12 \n" +
@@ -290,6 +295,7 @@ const file_millwright_common_v1_errors_proto_rawDesc = "" +
 	"\"ERROR_REASON_CLUSTER_ROLE_TAMPERED\x10B\x12\"\n" +
 	"\x1eERROR_REASON_VIEWER_ACCESS_OFF\x10C\x12%\n" +
 	"!ERROR_REASON_PROXY_NOT_CONFIGURED\x10D\x12\"\n" +
+	"\x1eERROR_REASON_AUDIT_UNAVAILABLE\x10E\x12\"\n" +
 	"\x1eERROR_REASON_SEAT_CAP_EXCEEDED\x10P\x12\"\n" +
 	"\x1eERROR_REASON_PROJECTION_BEHIND\x10QBHZFgithub.com/millwright/millwright/pkg/gen/millwright/common/v1;commonv1b\x06proto3"
 
