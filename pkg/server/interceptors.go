@@ -34,7 +34,7 @@ type chain struct {
 	authn     auth.Authenticator
 	public    map[string]bool
 	validator *validate.Registry
-	draining  context.Context // cancelled when shutdown begins; ends open streams
+	draining  context.Context    // cancelled when shutdown begins; ends open streams
 	audit     *audit.Interceptor // nil: no audit trail
 }
 
