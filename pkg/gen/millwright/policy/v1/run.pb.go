@@ -706,14 +706,14 @@ var File_millwright_policy_v1_run_proto protoreflect.FileDescriptor
 
 const file_millwright_policy_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1emillwright/policy/v1/run.proto\x12\x14millwright.policy.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x01\n" +
+	"\x1emillwright/policy/v1/run.proto\x12\x14millwright.policy.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n" +
 	"\x10RecordRunRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
 	"\x0fpermissioned_as\x18\x03 \x01(\tR\x0epermissionedAs\x127\n" +
-	"\x06origin\x18\x04 \x01(\x0e2\x1f.millwright.policy.v1.RunOriginR\x06origin\x12\x1e\n" +
+	"\x06origin\x18\x04 \x01(\x0e2\x1f.millwright.policy.v1.RunOriginR\x06origin\x12#\n" +
 	"\n" +
-	"credential\x18\x05 \x01(\tR\n" +
+	"credential\x18\x05 \x01(\tB\x03\x80\x01\x01R\n" +
 	"credential\"\xc5\x02\n" +
 	"\vRunIdentity\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x15\n" +
@@ -725,20 +725,20 @@ const file_millwright_policy_v1_run_proto_rawDesc = "" +
 	"\fviewer_email\x18\x06 \x01(\tR\vviewerEmail\x12\"\n" +
 	"\rparent_job_id\x18\a \x01(\tR\vparentJobId\x129\n" +
 	"\n" +
-	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"e\n" +
-	"\x11RecordRunResponse\x12\x1b\n" +
-	"\tjob_token\x18\x01 \x01(\tR\bjobToken\x123\n" +
-	"\x03run\x18\x02 \x01(\v2!.millwright.policy.v1.RunIdentityR\x03run\"4\n" +
-	"\x15GetRunIdentityRequest\x12\x1b\n" +
-	"\tjob_token\x18\x01 \x01(\tR\bjobToken\"M\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"j\n" +
+	"\x11RecordRunResponse\x12 \n" +
+	"\tjob_token\x18\x01 \x01(\tB\x03\x80\x01\x01R\bjobToken\x123\n" +
+	"\x03run\x18\x02 \x01(\v2!.millwright.policy.v1.RunIdentityR\x03run\"9\n" +
+	"\x15GetRunIdentityRequest\x12 \n" +
+	"\tjob_token\x18\x01 \x01(\tB\x03\x80\x01\x01R\bjobToken\"M\n" +
 	"\x16GetRunIdentityResponse\x123\n" +
 	"\x03run\x18\x01 \x01(\v2!.millwright.policy.v1.RunIdentityR\x03run\"G\n" +
 	"\x10FinishRunRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x13\n" +
-	"\x11FinishRunResponse\"\xaa\x01\n" +
-	"\x15ResultCacheKeyRequest\x12\x1b\n" +
-	"\tjob_token\x18\x01 \x01(\tR\bjobToken\x12\x12\n" +
+	"\x11FinishRunResponse\"\xaf\x01\n" +
+	"\x15ResultCacheKeyRequest\x12 \n" +
+	"\tjob_token\x18\x01 \x01(\tB\x03\x80\x01\x01R\bjobToken\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12!\n" +
 	"\vscript_hash\x18\x03 \x01(\tH\x00R\n" +
 	"scriptHash\x12\x14\n" +

@@ -492,18 +492,18 @@ const file_millwright_policy_v1_token_proto_rawDesc = "" +
 	"\x06scopes\x18\x03 \x03(\tR\x06scopes\x129\n" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x14\n" +
-	"\x05label\x18\x05 \x01(\tR\x05label\"\x81\x01\n" +
-	"\x13CreateTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\x12\x19\n" +
+	"\x05label\x18\x05 \x01(\tR\x05label\"\x86\x01\n" +
+	"\x13CreateTokenResponse\x12\x19\n" +
+	"\x05token\x18\x01 \x01(\tB\x03\x80\x01\x01R\x05token\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\x129\n" +
 	"\n" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"M\n" +
 	"\x12RevokeTokenRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\tR\atokenId\"\x15\n" +
-	"\x13RevokeTokenResponse\"+\n" +
-	"\x13AuthenticateRequest\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"\xc9\x02\n" +
+	"\x13RevokeTokenResponse\"0\n" +
+	"\x13AuthenticateRequest\x12\x19\n" +
+	"\x05token\x18\x01 \x01(\tB\x03\x80\x01\x01R\x05token\"\xc9\x02\n" +
 	"\x14AuthenticateResponse\x123\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1f.millwright.policy.v1.TokenKindR\x04kind\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12\x1a\n" +

@@ -2022,7 +2022,7 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\n" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xd6\x01\n" +
+	"createTime\"\xdb\x01\n" +
 	"\x14UpsertClusterRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x12\n" +
@@ -2030,8 +2030,8 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x121\n" +
 	"\x14maintenance_database\x18\x04 \x01(\tR\x13maintenanceDatabase\x12\x1d\n" +
 	"\n" +
-	"admin_user\x18\x05 \x01(\tR\tadminUser\x12%\n" +
-	"\x0eadmin_password\x18\x06 \x01(\tR\radminPassword\"Q\n" +
+	"admin_user\x18\x05 \x01(\tR\tadminUser\x12*\n" +
+	"\x0eadmin_password\x18\x06 \x01(\tB\x03\x80\x01\x01R\radminPassword\"Q\n" +
 	"\x15UpsertClusterResponse\x128\n" +
 	"\acluster\x18\x01 \x01(\v2\x1e.millwright.roleset.v1.ClusterR\acluster\"\x15\n" +
 	"\x13ListClustersRequest\"R\n" +
@@ -2083,7 +2083,7 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12!\n" +
 	"\fdefault_role\x18\x06 \x01(\tR\vdefaultRole\x12#\n" +
 	"\rviewer_access\x18\a \x01(\bR\fviewerAccess\x12N\n" +
-	"\x0fcredential_mode\x18\b \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialMode\"\xfa\x02\n" +
+	"\x0fcredential_mode\x18\b \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialMode\"\xff\x02\n" +
 	"\x16UpsertDatatableRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -2091,8 +2091,8 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x1a\n" +
 	"\bdatabase\x18\x04 \x01(\tR\bdatabase\x12\x1d\n" +
 	"\n" +
-	"admin_user\x18\x05 \x01(\tR\tadminUser\x12%\n" +
-	"\x0eadmin_password\x18\x06 \x01(\tR\radminPassword\x12!\n" +
+	"admin_user\x18\x05 \x01(\tR\tadminUser\x12*\n" +
+	"\x0eadmin_password\x18\x06 \x01(\tB\x03\x80\x01\x01R\radminPassword\x12!\n" +
 	"\fdefault_role\x18\a \x01(\tR\vdefaultRole\x12(\n" +
 	"\rviewer_access\x18\b \x01(\bH\x00R\fviewerAccess\x88\x01\x01\x12N\n" +
 	"\x0fcredential_mode\x18\t \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialModeB\x10\n" +
@@ -2130,13 +2130,13 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x18ResolveConnectionRequest\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x1c\n" +
 	"\tdatatable\x18\x02 \x01(\tR\tdatatable\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\xb0\x02\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\xb5\x02\n" +
 	"\x19ResolveConnectionResponse\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +
 	"\bdatabase\x18\x03 \x01(\tR\bdatabase\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\x12\x1a\n" +
-	"\bpassword\x18\x05 \x01(\tR\bpassword\x12\x14\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x1f\n" +
+	"\bpassword\x18\x05 \x01(\tB\x03\x80\x01\x01R\bpassword\x12\x14\n" +
 	"\x05roles\x18\x06 \x03(\tR\x05roles\x129\n" +
 	"\x04kind\x18\a \x01(\x0e2%.millwright.roleset.v1.ConnectionKindR\x04kind\x12N\n" +
 	"\x0fcredential_mode\x18\b \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialMode\"j\n" +
