@@ -65,7 +65,10 @@ func (s *Store) Append(ctx context.Context, events []Event) error {
 		b := &pgx.Batch{}
 		for i := range events {
 			seq++
+			// The column keeps microseconds: the body must say the same time.
 			events[i].Seq = seq
+			events[i].Time = events[i].Time.UTC().Truncate(time.Microsecond)
+			events[i].LastTime = events[i].LastTime.UTC().Truncate(time.Microsecond)
 			body := events[i].Body()
 			hash := ChainHash(prev, body)
 			e := events[i]
