@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
 	"github.com/millwright/millwright/pkg/server"
 )
 
@@ -70,7 +71,13 @@ func New(ctx context.Context, up Upstreams, openapi []byte, logger *slog.Logger)
 		g.conns[name] = conn
 	}
 	for _, r := range registrations {
-		if err := r.register(ctx, mux, g.conns[r.upstream]); err != nil {
+		var err error
+		if r.upstream == byService {
+			err = auditv1.RegisterAuditServiceHandlerClient(ctx, mux, auditRouter(g.conns))
+		} else {
+			err = r.register(ctx, mux, g.conns[r.upstream])
+		}
+		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("gateway: register %s: %w", r.service, err)
 		}

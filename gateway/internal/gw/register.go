@@ -13,9 +13,13 @@ import (
 
 type registration struct {
 	service  string // full proto name; a test checks every service with HTTP rules is listed
-	upstream string
+	upstream string // byService: every upstream serves it, and the route's service field picks one
 	register func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error
 }
+
+// byService is the upstream of a service every upstream serves (AuditService): the request's
+// service field names the one to call (auditRouter).
+const byService = "*"
 
 // registrations lists every service the gateway proxies, by the upstream that serves it.
 var registrations = []registration{
@@ -34,4 +38,5 @@ var registrations = []registration{
 	{"millwright.roleset.v1.ConnectionService", "roleset", rolesetv1.RegisterConnectionServiceHandler},
 	{"millwright.billing.v1.EventService", "billing", billingv1.RegisterEventServiceHandler},
 	{"millwright.billing.v1.BillingService", "billing", billingv1.RegisterBillingServiceHandler},
+	{"millwright.audit.v1.AuditService", byService, nil},
 }
