@@ -202,7 +202,8 @@ func deriveScramKeys(password string, salt []byte, iterations int) ScramKeys {
 // signature) under the salt and iteration count a server announces. The PBKDF2 in it is
 // nearly all of a SCRAM client's CPU, and its result depends on these three inputs only, so
 // a client that logs in often may keep it (roleset's proxy does, for its upstream logins).
-// An error is only for parameters PBKDF2 refuses (an iteration count below 1).
+// An error is only for parameters PBKDF2 refuses (in FIPS 140-only mode, a salt shorter than
+// 128 bits).
 func ScramClientKeys(password string, salt []byte, iterations int) (clientKey, serverKey []byte, err error) {
 	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
 	if err != nil {
