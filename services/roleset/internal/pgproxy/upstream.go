@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -43,7 +44,9 @@ type Backend struct {
 // sslnegotiation=direct), User, Password, Database, RuntimeParams, ConnectTimeout and DialFunc.
 // The client's run-time parameters are added to cfg's; cfg's own win, so the caller can pin
 // some. Hooks that run on a pgconn.PgConn (AfterConnect, ValidateConnect, so
-// target_session_attrs) do not apply: there is none.
+// target_session_attrs) do not apply: there is none; channel_binding=require and require_auth
+// are refused. As with pgconn, sslmode=prefer against a server without TLS dials again in
+// clear (the fallback).
 //
 // The start-up is the proxy's own rather than pgconn's so that the SCRAM client's PBKDF2 of
 // the password, a millisecond of CPU at 4,096 iterations, is done once per (password, salt,
@@ -73,6 +76,10 @@ var authStopsFallback = []string{"28P01", "3D000", "42501"}
 
 // dialUpstream tries cfg's host, then its fallbacks, until one starts a session.
 func dialUpstream(ctx context.Context, cfg *pgconn.Config, params map[string]string, keys *keyCache) (*Backend, error) {
+	// Settings that restrict the authentication: silently ignoring them would be a downgrade.
+	if cfg.ChannelBinding == "require" || cfg.RequireAuth != "" {
+		return nil, errors.New("pgproxy: channel_binding=require and require_auth are not supported upstream")
+	}
 	attempts := append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...)
 	var errs []error
 	for _, a := range attempts {
@@ -138,7 +145,7 @@ func startUpstream(ctx context.Context, raw net.Conn, cfg *pgconn.Config, tlsCfg
 				return nil, err
 			}
 			var answer [1]byte
-			if _, err := raw.Read(answer[:]); err != nil {
+			if _, err := io.ReadFull(raw, answer[:]); err != nil {
 				return nil, err
 			}
 			if answer[0] != 'S' {
@@ -361,7 +368,7 @@ func newKeyCache(max int) *keyCache {
 
 func (c *keyCache) get(password string, salt []byte, iterations int) (clientKeys, error) {
 	h := sha256.New()
-	h.Write(binary.BigEndian.AppendUint32(nil, uint32(iterations)))
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(iterations)))
 	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(salt))))
 	h.Write(salt)
 	h.Write([]byte(password))

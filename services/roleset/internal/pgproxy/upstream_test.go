@@ -246,3 +246,14 @@ func TestFakeUpstream(t *testing.T) {
 		})
 	}
 }
+
+func TestDialConfigUnsupported(t *testing.T) {
+	for _, setting := range []string{"channel_binding=require", "require_auth=scram-sha-256"} {
+		t.Run(setting, func(t *testing.T) {
+			cfg, err := pgconn.ParseConfig("host=127.0.0.1 port=1 user=u password=pw sslmode=require " + setting)
+			require.NoError(t, err)
+			_, err = DialConfig(cfg)(context.Background(), nil)
+			require.ErrorContains(t, err, "not supported")
+		})
+	}
+}
