@@ -49,7 +49,7 @@ func (a proxyAuth) Verifier(ctx context.Context, user, database string) (string,
 	}
 	var clusterID string // set by the dial, read by Terminate (which only follows a dial)
 	return tk.Verifier, pgproxy.Target{
-		Dial: func(ctx context.Context, params map[string]string) (*pgconn.PgConn, error) {
+		Dial: func(ctx context.Context, params map[string]string) (*pgproxy.Backend, error) {
 			up, err := a.eng.TicketUpstream(ctx, id)
 			if errors.Is(err, engine.ErrTicketRefused) {
 				return nil, refusedTicket(user)

@@ -2,7 +2,9 @@
 // authenticates a client with SCRAM-SHA-256 against a verifier its caller looks up (a ticket,
 // later), connects upstream as the login its caller decides with that login's real password,
 // answers the client's start-up itself (so the upstream's password and cancel key never reach
-// the client), and then relays bytes both ways without parsing them.
+// the client), and then relays bytes both ways without parsing them. The upstream start-up is
+// its own too (DialConfig), not pgconn's: as a SCRAM client it keeps the PBKDF2 result per
+// (password, salt, iteration count), which pgconn recomputes at every connect.
 //
 // It knows nothing of tickets, decisions or stores: an Authorizer gives the verifier and the
 // upstream Target of a user name, a CancelKeys maps the proxy's own cancel keys to the

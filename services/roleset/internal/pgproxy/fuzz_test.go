@@ -3,6 +3,7 @@ package pgproxy
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +40,40 @@ func FuzzStartup(f *testing.F) {
 		}
 		if _, ok := st.params["replication"]; ok {
 			t.Fatal("replication accepted")
+		}
+	})
+}
+
+// FuzzServerFirst feeds the SCRAM client's parser arbitrary server-first messages (what an
+// upstream answers the proxy): it must return the parts or an error, never panic, and the
+// parts must hold its invariants.
+func FuzzServerFirst(f *testing.F) {
+	const clientNonce = "rOprNGfwEbeRWgbNEkqO"
+	for _, seed := range []string{
+		"r=" + clientNonce + "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+		"r=" + clientNonce + "x,s=c2FsdA==,i=1,ext=1",
+		"r=" + clientNonce + ",s=c2FsdA==,i=4096", // the nonce not extended
+		"r=other" + clientNonce + ",s=c2FsdA==,i=4096",
+		"r=" + clientNonce + "x,s=,i=4096",
+		"r=" + clientNonce + "x,s=c2FsdA==,i=0",
+		"r=" + clientNonce + "x,s=c2FsdA==,i=-1",
+		"r=" + clientNonce + "x,s=not base64,i=4096",
+		"r=" + clientNonce + "x,i=4096,s=c2FsdA==",
+		"e=other-error",
+		"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		nonce, salt, iterations, err := parseServerFirst(msg, clientNonce)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(nonce, clientNonce) || len(nonce) == len(clientNonce) || strings.Contains(nonce, ",") {
+			t.Fatalf("nonce %q accepted", nonce)
+		}
+		if len(salt) == 0 || iterations < 1 {
+			t.Fatalf("salt %x, iterations %d accepted", salt, iterations)
 		}
 	})
 }

@@ -61,17 +61,29 @@ func scramExchange(rw io.ReadWriter, keys secret.ScramKeys) (bool, error) {
 		return false, err
 	}
 	authMessage := clientFirstBare + "," + serverFirst + "," + withoutProof
-	// ClientKey = proof XOR HMAC(StoredKey, AuthMessage); it must hash to StoredKey.
-	clientKey := secret.HMACSHA256(keys.StoredKey, authMessage)
-	for i := range clientKey {
-		clientKey[i] ^= proof[i]
-	}
-	stored := sha256.Sum256(clientKey)
+	// The client's proof gives back its ClientKey, which must hash to StoredKey.
+	stored := sha256.Sum256(xorClientSignature(keys.StoredKey, authMessage, proof))
 	if subtle.ConstantTimeCompare(stored[:], keys.StoredKey) != 1 {
 		return false, nil
 	}
-	final := "v=" + base64.StdEncoding.EncodeToString(secret.HMACSHA256(keys.ServerKey, authMessage))
-	return true, send(rw, &pgproto3.AuthenticationSASLFinal{Data: []byte(final)})
+	return true, send(rw, &pgproto3.AuthenticationSASLFinal{Data: []byte(serverFinal(keys.ServerKey, authMessage))})
+}
+
+// xorClientSignature returns b XOR ClientSignature, where ClientSignature is
+// HMAC(StoredKey, AuthMessage): a client makes its proof from its ClientKey so, and a server
+// gets the ClientKey back from the proof.
+func xorClientSignature(storedKey []byte, authMessage string, b []byte) []byte {
+	out := secret.HMACSHA256(storedKey, authMessage)
+	for i := range out {
+		out[i] ^= b[i]
+	}
+	return out
+}
+
+// serverFinal is the server's last SCRAM message, "v=<ServerSignature>": the proof that the
+// server holds the verifier. A server sends it; a client computes it to check what it got.
+func serverFinal(serverKey []byte, authMessage string) string {
+	return "v=" + base64.StdEncoding.EncodeToString(secret.HMACSHA256(serverKey, authMessage))
 }
 
 // parseClientFirst reads "gs2-header client-first-bare", where the GS2 header is "n,," or
@@ -146,29 +158,39 @@ func fakeScramKeys(mockKey []byte, user string) secret.ScramKeys {
 	}
 }
 
-// readMessage reads one typed message with no read-ahead and returns its body. It must be of
+// readMessage reads one client message with no read-ahead and returns its body. It must be of
 // type want and its body at most max bytes.
 func readMessage(r io.Reader, want byte, max int) ([]byte, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	typ, body, err := readTyped(r, max)
+	if err != nil {
 		return nil, err
 	}
-	if hdr[0] != want {
-		return nil, protoErrorf("expected SASL response, got message type %d", hdr[0])
-	}
-	n := binary.BigEndian.Uint32(hdr[1:])
-	if n < 4 || n-4 > uint32(max) {
-		return nil, protoErrorf("invalid message length")
-	}
-	body := make([]byte, n-4)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
+	if typ != want {
+		return nil, protoErrorf("expected SASL response, got message type %d", typ)
 	}
 	return body, nil
 }
 
-// send writes one message.
-func send(w io.Writer, msgs ...pgproto3.BackendMessage) error {
+// readTyped reads one typed message (either direction) and returns its type and body, of at
+// most max bytes. It reads no further than the message.
+func readTyped(r io.Reader, max int) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n < 4 || n-4 > uint32(max) {
+		return 0, nil, protoErrorf("invalid message length")
+	}
+	body := make([]byte, n-4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return hdr[0], body, nil
+}
+
+// send writes messages (either direction) in one write.
+func send(w io.Writer, msgs ...pgproto3.Message) error {
 	var buf []byte
 	for _, m := range msgs {
 		var err error

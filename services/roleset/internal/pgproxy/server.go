@@ -29,9 +29,11 @@ type Binding struct {
 
 // Target is where an authenticated client's session goes.
 type Target struct {
-	// Dial connects upstream as the decided login; params are the client's run-time
+	// Dial starts a session upstream as the decided login; params are the client's run-time
 	// parameters (application_name, options, ...). DialConfig makes one from a pgconn.Config.
-	Dial func(ctx context.Context, params map[string]string) (*pgconn.PgConn, error)
+	// An error that is (or wraps) a *pgconn.PgError reaches the client with its SQLSTATE and
+	// message; any other is "could not connect" (08006).
+	Dial func(ctx context.Context, params map[string]string) (*Backend, error)
 	// Terminate ends the upstream backend pid (pg_terminate_backend as a role allowed to),
 	// so that a closed session's backend is gone, not left to notice a closed socket. Nil:
 	// the proxy sends the backend a cancel and closes its connection instead.
@@ -46,23 +48,6 @@ type Authorizer interface {
 	// foreign): the client then gets the same refusal as for a wrong password, after the same
 	// exchange.
 	Verifier(ctx context.Context, user, database string) (verifier string, target Target, ok bool, err error)
-}
-
-// DialConfig returns a Target.Dial that connects with a copy of cfg. The client's run-time
-// parameters are added to cfg's; cfg's own win, so the caller can pin some.
-func DialConfig(cfg *pgconn.Config) func(context.Context, map[string]string) (*pgconn.PgConn, error) {
-	return func(ctx context.Context, params map[string]string) (*pgconn.PgConn, error) {
-		c := cfg.Copy()
-		if c.RuntimeParams == nil {
-			c.RuntimeParams = map[string]string{}
-		}
-		for k, v := range params {
-			if _, pinned := c.RuntimeParams[k]; !pinned {
-				c.RuntimeParams[k] = v
-			}
-		}
-		return pgconn.ConnectConfig(ctx, c)
-	}
 }
 
 // Config is what a Server needs. Authorizer is required.
@@ -456,7 +441,7 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 		dialCtx, cancel = context.WithDeadline(ctx, deadline.Add(-s.cfg.StartupTimeout/10))
 		defer cancel()
 	}
-	pc, err := target.Dial(dialCtx, params)
+	be, err := target.Dial(dialCtx, params)
 	if err != nil {
 		s.cfg.Logger.Warn("pgproxy: connecting upstream", "user", user, "login", target.Bind.Login, "err", err)
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
@@ -464,23 +449,14 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 		}
 		return nil, s.sendError(client, "08006", "could not connect to the database")
 	}
-	if err := pc.SyncConn(ctx); err != nil {
-		_ = pc.Close(context.Background())
-		return nil, s.sendError(client, "08006", "could not connect to the database")
-	}
-	hc, err := pc.Hijack()
-	if err != nil {
-		_ = pc.Close(context.Background())
-		return nil, s.sendError(client, "08006", "could not connect to the database")
-	}
-	remote := hc.Conn.RemoteAddr()
+	remote := be.Conn.RemoteAddr()
 	up := upstream{
-		conn:      hc.Conn,
-		cancel:    CancelTarget{Network: remote.Network(), Address: remote.String(), PID: hc.PID, Secret: hc.SecretKey},
+		conn:      be.Conn,
+		cancel:    CancelTarget{Network: remote.Network(), Address: remote.String(), PID: be.PID, Secret: be.SecretKey},
 		terminate: target.Terminate,
 	}
 	if !c.setUpstream(up) { // CloseSessions or Close got here first
-		hc.Conn.Close()
+		be.Conn.Close()
 		return nil, nil
 	}
 	key := newCancelKey()
@@ -489,16 +465,16 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	} else {
 		c.cancelKey = &key // handle deletes it when the session ends
 	}
-	reply := []pgproto3.BackendMessage{&pgproto3.AuthenticationOk{}}
-	for _, name := range slices.Sorted(maps.Keys(hc.ParameterStatuses)) {
-		reply = append(reply, &pgproto3.ParameterStatus{Name: name, Value: hc.ParameterStatuses[name]})
+	reply := []pgproto3.Message{&pgproto3.AuthenticationOk{}}
+	for _, name := range slices.Sorted(maps.Keys(be.ParameterStatuses)) {
+		reply = append(reply, &pgproto3.ParameterStatus{Name: name, Value: be.ParameterStatuses[name]})
 	}
 	var secretKey [4]byte
 	binary.BigEndian.PutUint32(secretKey[:], key.Secret)
 	reply = append(reply,
 		&pgproto3.BackendKeyData{ProcessID: key.PID, SecretKey: secretKey[:]},
-		&pgproto3.ReadyForQuery{TxStatus: hc.TxStatus})
-	return hc.Conn, send(client, reply...)
+		&pgproto3.ReadyForQuery{TxStatus: be.TxStatus})
+	return be.Conn, send(client, reply...)
 }
 
 // bind records the session's binding, from then on matched by CloseSessions. If a

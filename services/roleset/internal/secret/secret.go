@@ -189,12 +189,27 @@ type ScramKeys struct {
 }
 
 func deriveScramKeys(password string, salt []byte, iterations int) ScramKeys {
-	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	clientKey, serverKey, err := ScramClientKeys(password, salt, iterations)
 	if err != nil {
 		panic("secret: pbkdf2: " + err.Error()) // only for invalid parameters, a programming error
 	}
-	storedKey := sha256.Sum256(HMACSHA256(salted, "Client Key"))
-	return ScramKeys{Iterations: iterations, Salt: salt, StoredKey: storedKey[:], ServerKey: HMACSHA256(salted, "Server Key")}
+	storedKey := sha256.Sum256(clientKey)
+	return ScramKeys{Iterations: iterations, Salt: salt, StoredKey: storedKey[:], ServerKey: serverKey}
+}
+
+// ScramClientKeys derives from password the SCRAM-SHA-256 ClientKey (what a client's proof is
+// made from; its hash is the verifier's StoredKey) and ServerKey (what checks the server's
+// signature) under the salt and iteration count a server announces. The PBKDF2 in it is
+// nearly all of a SCRAM client's CPU, and its result depends on these three inputs only, so
+// a client that logs in often may keep it (roleset's proxy does, for its upstream logins).
+// An error is only for parameters PBKDF2 refuses (in FIPS 140-only mode, a salt shorter than
+// 128 bits).
+func ScramClientKeys(password string, salt []byte, iterations int) (clientKey, serverKey []byte, err error) {
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	return HMACSHA256(salted, "Client Key"), HMACSHA256(salted, "Server Key"), nil
 }
 
 // String is the verifier in Postgres's text form: SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>.
