@@ -4,14 +4,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/millwright/millwright/pkg/audit"
+	"github.com/millwright/millwright/pkg/cli"
 )
 
 // AuditConfig is the audit trail's configuration, the same flags in every service
@@ -114,3 +117,60 @@ func auditRetention(rec *audit.Recorder, keep time.Duration, logger *slog.Logger
 
 // retentionEvery is how often the retention loop runs.
 const retentionEvery = time.Minute
+
+// AuditCommand is `<service> audit verify|export`: the trail read straight from the
+// service's database (--database-url), for an auditor or a shipping job that has the database
+// but not the superadmin token. verify exits 1 when the chain is broken; export writes every
+// event after --after-seq as JSON lines (the REST form of AuditEvent) to stdout.
+func AuditCommand(ctx context.Context, name string, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "verify" && args[0] != "export") {
+		return cli.Usagef("usage: %s audit verify|export [--database-url URL] [--after-seq N]", name)
+	}
+	var cfg Config
+	var after int
+	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
+	cfg.RegisterFlags(fs, Config{Name: name})
+	IntVar(fs, &after, "after-seq", "", 0, "export: only events after this seq")
+	if err := cli.ParseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return cli.Usagef("--database-url is required")
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL.Reveal())
+	if err != nil {
+		return fmt.Errorf("%s audit: %w", name, err)
+	}
+	defer pool.Close()
+	st := audit.NewStore(pool)
+	if args[0] == "verify" {
+		v, err := st.Verify(ctx)
+		if err != nil {
+			return fmt.Errorf("%s audit verify: %w", name, err)
+		}
+		if !v.OK {
+			return fmt.Errorf("%s audit verify: event %d: %s (%d events before it verified)", name, v.FirstBadSeq, v.Problem, v.Checked)
+		}
+		fmt.Fprintf(stdout, "%s audit verify: ok, %d events\n", name, v.Checked)
+		return nil
+	}
+	for {
+		events, err := st.List(ctx, audit.Filter{AfterSeq: int64(after), Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("%s audit export: %w", name, err)
+		}
+		for _, e := range events {
+			b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(audit.ToProto(e))
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+				return err
+			}
+			after = int(e.Seq)
+		}
+		if len(events) < 1000 {
+			return nil
+		}
+	}
+}

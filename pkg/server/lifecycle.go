@@ -82,8 +82,8 @@ func (c *Closers) Close() {
 }
 
 // Commands are a service binary's subcommands, the same for every service: serve (the
-// lifecycle above, on the Service newService returns) and migrate (the service's embedded
-// migrations, through migrate).
+// lifecycle above, on the Service newService returns), migrate (the service's embedded
+// migrations, through migrate) and audit (verify or export the service's audit trail).
 func Commands(name, serveUsage string, newService func() Service, migrate func(ctx context.Context, dsn string) (int64, error)) []cli.Command {
 	return []cli.Command{
 		{Name: "serve", Usage: serveUsage, Run: func(ctx context.Context, args []string) error {
@@ -91,6 +91,9 @@ func Commands(name, serveUsage string, newService func() Service, migrate func(c
 		}},
 		{Name: "migrate", Usage: "apply the database migrations", Run: func(ctx context.Context, args []string) error {
 			return migrateCommand(ctx, name, args, migrate)
+		}},
+		{Name: "audit", Usage: "verify the audit trail's hash chain, or export it as JSON lines (docs/audit.md)", Run: func(ctx context.Context, args []string) error {
+			return AuditCommand(ctx, name, args, os.Stdout)
 		}},
 	}
 }
