@@ -77,13 +77,18 @@ pg() {
   fi
 }
 
-export MILLWRIGHT_ADMIN_TOKEN MILLWRIGHT_SERVICE_TOKEN MILLWRIGHT_ENCRYPTION_KEY
+export MILLWRIGHT_ADMIN_TOKEN MILLWRIGHT_SERVICE_TOKEN MILLWRIGHT_ENCRYPTION_KEY MILLWRIGHT_AUDIT_KEY
 export MILLWRIGHT_INSTANCE_ID=${MILLWRIGHT_INSTANCE_ID:-local}
 MILLWRIGHT_ADMIN_TOKEN=$(secret admin-token MILLWRIGHT_ADMIN_TOKEN)
 MILLWRIGHT_SERVICE_TOKEN=$(secret service-token MILLWRIGHT_SERVICE_TOKEN)
 if [ -z "${MILLWRIGHT_ENCRYPTION_KEY:-}" ]; then
   [ -s "$RUN/encryption-key" ] || (umask 077 && printf 'k1:%s' "$(head -c 32 /dev/urandom | base64 | tr -d '\n')" > "$RUN/encryption-key")
   MILLWRIGHT_ENCRYPTION_KEY=$(cat "$RUN/encryption-key")
+fi
+# The audit trail's HMAC key (docs/audit.md): secrets appear in the trail only as keyed hashes.
+if [ -z "${MILLWRIGHT_AUDIT_KEY:-}" ]; then
+  [ -s "$RUN/audit-key" ] || (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n' > "$RUN/audit-key")
+  MILLWRIGHT_AUDIT_KEY=$(cat "$RUN/audit-key")
 fi
 
 for svc in policy roleset billing; do
