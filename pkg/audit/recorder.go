@@ -41,6 +41,7 @@ type Recorder struct {
 
 	stop chan struct{}
 	done chan struct{}
+	n    counters
 }
 
 // repeat is a decision written at recorded; count identical ones came after it, between
@@ -110,6 +111,7 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 		rp.count++
 		rp.last = e.Time
 		r.mu.Unlock()
+		r.n.repeats.Add(1)
 		return nil
 	}
 	r.mu.Unlock()
@@ -168,6 +170,9 @@ func (r *Recorder) writeLoop() {
 		cancel()
 		if err != nil {
 			err = errors.Join(ErrUnavailable, err)
+			r.n.failures.Add(1)
+		} else {
+			r.n.written.Add(uint64(len(events)))
 		}
 		for _, w := range batch {
 			w.err = err

@@ -138,6 +138,13 @@ func Run(ctx context.Context, cfg Config, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("server: metrics: %w", err)
 	}
+	if opts.Audit != nil {
+		for _, c := range opts.Audit.Collectors() {
+			if _, err := register(reg, c); err != nil {
+				return fmt.Errorf("server: audit metrics: %w", err)
+			}
+		}
+	}
 	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Name)
 	if err != nil {
 		return fmt.Errorf("server: tracing: %w", err)
