@@ -97,6 +97,12 @@ for svc in policy roleset billing; do
   [ "$exists" = 1 ] || pg "$DATABASE_URL" -qc "CREATE DATABASE $db" >/dev/null
   DATABASE_URL=$(dburl "$db") "$BIN/$svc" migrate
 done
+# policy's database for psql (README, "The audit trail"): the URL without its password, which
+# goes in PGPASSWORD, so that `set -a; . .run/policy-db.env; psql "$PGURL"` puts no secret on
+# a command line.
+u=$(dburl millwright_policy)
+(umask 077 && printf 'PGURL=%q\nPGPASSWORD=%q\n' "$(printf '%s' "$u" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1@#')" \
+  "$(url_password "$u")" > "$RUN/policy-db.env")
 
 # The demo's target database (its data table): owned by a non-superuser cluster admin for
 # roleset (CREATEROLE + pg_signal_backend, password generated into .run/demo-admin-password),

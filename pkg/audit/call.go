@@ -1,9 +1,11 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -260,6 +263,16 @@ func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 		}
 		return fmt.Sprint(v.Enum())
 	case protoreflect.MessageKind, protoreflect.GroupKind:
+		// A small message without secrets (a settings patch) is recorded as its JSON, so
+		// the trail says what changed; one that may hold a secret only as its digest.
+		if !holdsSecret(fd.Message(), 0) {
+			// Compacted: protojson's spacing varies from run to run on purpose.
+			var c bytes.Buffer
+			if b, err := (protojson.MarshalOptions{UseProtoNames: true}).Marshal(v.Message().Interface()); err == nil &&
+				json.Compact(&c, b) == nil && c.Len() <= maxDetail {
+				return c.String()
+			}
+		}
 		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(v.Message().Interface())
 		return digest(b)
 	case protoreflect.BytesKind:
@@ -273,6 +286,25 @@ func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return fmt.Sprintf("sha256:%s len=%d", hex.EncodeToString(sum[:]), len(b))
+}
+
+// holdsSecret reports whether md or a message inside it has a debug_redact field (or nests
+// deeper than anything millwright sends, which is treated as holding one).
+func holdsSecret(md protoreflect.MessageDescriptor, depth int) bool {
+	if depth > 8 {
+		return true
+	}
+	fs := md.Fields()
+	for i := range fs.Len() {
+		fd := fs.Get(i)
+		if redacted(fd) {
+			return true
+		}
+		if m := fd.Message(); m != nil && m.FullName() != md.FullName() && holdsSecret(m, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // redacted reports whether a field holds a secret: it carries debug_redact in the proto.
