@@ -156,6 +156,9 @@ func (s *Service) WatchAuditEvents(req *auditv1.WatchAuditEventsRequest, srv grp
 	defer t.Stop()
 	for {
 		events, err := s.rec.Store().List(ctx, Filter{AfterSeq: after, Limit: maxPage})
+		if ctx.Err() != nil {
+			return nil // the watcher left
+		}
 		if err != nil {
 			return errs.RewriteError(ctx, err)
 		}
