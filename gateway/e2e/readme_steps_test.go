@@ -123,6 +123,38 @@ func readmeSteps() []readmeStep {
 			}
 			return nil
 		}},
+		{heading: "The audit trail", check: func(t *testing.T, out string) error {
+			refused, rest, ok1 := strings.Cut(out, "issued:")
+			issued, changed, ok2 := strings.Cut(rest, "changed:")
+			if !ok1 || !ok2 {
+				return fmt.Errorf("want three parts: %q", out)
+			}
+			for part, wants := range map[string][]string{
+				refused: {`"outcome":"refused"`, `"pointer":"/modules/0/value"`},
+				issued:  {`"login":"`, `"credential_mode":"`},
+				changed: {`"actor":"ada"`, `builder`},
+			} {
+				for _, want := range wants {
+					if !strings.Contains(part, want) {
+						return fmt.Errorf("no %s in %q", want, part)
+					}
+				}
+			}
+			return nil
+		}},
+		{heading: "The audit trail", check: func(t *testing.T, out string) error {
+			objs, err := jsonObjects(out)
+			if err != nil || len(objs) != 3 {
+				return fmt.Errorf("want three verdicts: %w", err)
+			}
+			if objs[0]["ok"] != true || objs[2]["ok"] != true {
+				return fmt.Errorf("the chain does not verify before the edit or after putting it back: %v", objs)
+			}
+			if objs[1]["ok"] == true || objs[1]["first_bad_seq"] == nil || !strings.Contains(fmt.Sprint(objs[1]["problem"]), "edited") {
+				return fmt.Errorf("the hand edit was not found: %v", objs[1])
+			}
+			return nil
+		}},
 	}
 }
 
