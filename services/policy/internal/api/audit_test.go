@@ -200,7 +200,9 @@ func TestListAuditEventsFilters(t *testing.T) {
 		{"object", &auditv1.ListAuditEventsRequest{Object: "name=g1"}, func(e *auditv1.AuditEvent) bool { return strings.Contains(e.GetObject(), "name=g1") }},
 		{"class", &auditv1.ListAuditEventsRequest{Class: "settings"}, func(e *auditv1.AuditEvent) bool { return e.GetClass() == "settings" }},
 		{"rpc", &auditv1.ListAuditEventsRequest{Rpc: policyv1.TokenService_CreateToken_FullMethodName},
-			func(e *auditv1.AuditEvent) bool { return e.GetRpc() == policyv1.TokenService_CreateToken_FullMethodName }},
+			func(e *auditv1.AuditEvent) bool {
+				return e.GetRpc() == policyv1.TokenService_CreateToken_FullMethodName
+			}},
 		{"since", &auditv1.ListAuditEventsRequest{StartTime: timestamppb.New(mid)}, func(e *auditv1.AuditEvent) bool { return !e.GetTime().AsTime().Before(mid) }},
 		{"until", &auditv1.ListAuditEventsRequest{EndTime: timestamppb.New(mid)}, func(e *auditv1.AuditEvent) bool { return e.GetTime().AsTime().Before(mid) }},
 		{"combined", &auditv1.ListAuditEventsRequest{Workspace: "w1", Class: "settings", Outcome: "refused"},
