@@ -43,15 +43,16 @@ func BreakAudit(t testing.TB, dsn string) (repair func()) {
 // AuditEvents lists every event req selects, following next_page_token to the end.
 func AuditEvents(t testing.TB, ctx context.Context, c auditv1.AuditServiceClient, req *auditv1.ListAuditEventsRequest) []*auditv1.AuditEvent {
 	t.Helper()
-	req = proto.Clone(req).(*auditv1.ListAuditEventsRequest)
+	page := &auditv1.ListAuditEventsRequest{}
+	proto.Merge(page, req) // the caller's request is left as given
 	var out []*auditv1.AuditEvent
 	for {
-		resp, err := c.ListAuditEvents(ctx, req)
+		resp, err := c.ListAuditEvents(ctx, page)
 		require.NoError(t, err)
 		out = append(out, resp.GetEvents()...)
 		if resp.GetNextPageToken() == "" {
 			return out
 		}
-		req.PageToken = resp.GetNextPageToken()
+		page.PageToken = resp.GetNextPageToken()
 	}
 }
