@@ -5,6 +5,7 @@
 // token, the token table and the revocation subtests every service must pass), and small
 // helpers: free loopback addresses, bearer metadata, a sample read from /metrics, job ids, and
 // every handler of a service called directly (Handlers) for the authorization tests, a Watch
-// answer (WatchAnswer), a call's error alone (Err) and a log buffer safe while servers log
-// (LogBuffer).
+// answer (WatchAnswer), a call's error alone (Err), a log buffer safe while servers log
+// (LogBuffer), and for the audit trail's tests a trail whose writes fail (BreakAudit) and every
+// event a filter selects, across pages (AuditEvents).
 package servicetest

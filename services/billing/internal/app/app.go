@@ -131,6 +131,10 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 		return nil, err
 	}
 
+	rec, err := cfg.Audit.NewRecorder("billing", pool, logger)
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
 	reg := server.NewRegistry()
 	reg.MustRegister(own.Collectors("billing")...)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "millwright_billing_projection_lag_events",
@@ -144,15 +148,23 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			SchemaVersion: schema,
 			Authenticator: tokens.After(cfg.StaticTokens()),
 			Validator:     Validators(),
-			Register: func(s *grpc.Server) {
-				billingv1.RegisterBillingServiceServer(s, api.New(st, consumer, cfg.FreshnessBound))
-				billingv1.RegisterEventServiceServer(s, &events{stream: own})
-			},
-			Background: []func(context.Context) error{own.Run, consumer.Run, tokens.Run},
-			OnListen:   cfg.Hooks.OnListen,
-			Logger:     logger,
+			Register:      Register(api.New(st, consumer, cfg.FreshnessBound), own),
+			Audit:         rec,
+			AuditRules:    api.AuditRules(),
+			Background:    []func(context.Context) error{own.Run, consumer.Run, tokens.Run},
+			OnListen:      cfg.Hooks.OnListen,
+			Logger:        logger,
 		})
 	}, nil
+}
+
+// Register returns the registration of every service billing serves (its tests walk them:
+// audit rules, validators).
+func Register(billing *api.Server, own *stream.Stream) func(*grpc.Server) {
+	return func(s *grpc.Server) {
+		billingv1.RegisterBillingServiceServer(s, billing)
+		billingv1.RegisterEventServiceServer(s, &events{stream: own})
+	}
 }
 
 // Validators is the one validator of every request billing serves.

@@ -37,34 +37,44 @@ type env struct {
 	admin   billingv1.BillingServiceClient
 	service billingv1.BillingServiceClient
 	svcConn *grpc.ClientConn
+	// adminConn is the superadmin's connection (the audit trail's reader); dsn the database.
+	adminConn *grpc.ClientConn
+	dsn       string
 }
 
 // start runs the real billing server (app.Serve: interceptors, auth, validation, health)
-// against a fresh database and the policy stand-in.
+// against a fresh database and the policy stand-in, with the audit flags' defaults.
 func start(t *testing.T, bound time.Duration) *env {
 	t.Helper()
+	return startAudited(t, bound, server.DefaultAudit())
+}
+
+// startAudited is start with the audit trail configured as a.
+func startAudited(t *testing.T, bound time.Duration, a server.AuditConfig) *env {
+	t.Helper()
 	up := billingtest.NewUpstream(t)
+	dsn := billingtest.NewDB(t)
 	cfg := app.Config{
 		Config: server.Config{
-			Name: "billing", GRPCAddr: "127.0.0.1:0", DatabaseURL: server.DSN(billingtest.NewDB(t)),
+			Name: "billing", GRPCAddr: "127.0.0.1:0", DatabaseURL: server.DSN(dsn),
 			LogLevel: "error", LogFormat: "text", ShutdownTimeout: time.Second,
-			AdminToken: adminToken, ServiceToken: serviceToken,
+			AdminToken: adminToken, ServiceToken: serviceToken, Audit: a,
 		},
 		AuthorWeight: "1", OperatorWeight: "0.5", FreshnessBound: bound,
 	}
 	policy := up.Conn(t)
-	a, _ := serve(t, cfg, app.Hooks{
+	addr, _ := serve(t, cfg, app.Hooks{
 		DialPolicy: func(context.Context) (grpc.ClientConnInterface, error) { return policy, nil },
 	})
 	dial := func(token string) *grpc.ClientConn {
-		cc, err := server.Dial(context.Background(), a, token)
+		cc, err := server.Dial(context.Background(), addr, token)
 		require.NoError(t, err)
 		t.Cleanup(func() { cc.Close() })
 		return cc
 	}
-	sc := dial(serviceToken)
-	return &env{up: up, admin: billingv1.NewBillingServiceClient(dial(adminToken)),
-		service: billingv1.NewBillingServiceClient(sc), svcConn: sc}
+	sc, ac := dial(serviceToken), dial(adminToken)
+	return &env{up: up, admin: billingv1.NewBillingServiceClient(ac),
+		service: billingv1.NewBillingServiceClient(sc), svcConn: sc, adminConn: ac, dsn: dsn}
 }
 
 // serve runs app.Serve with cfg and hooks until the end of t, when it must return no error,

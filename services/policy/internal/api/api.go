@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/defaults"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/stream"
@@ -31,6 +32,9 @@ type Deps struct {
 	CheckBytesInFlight int64
 	// CheckQueueWait is how long a check waits for room before ResourceExhausted; default 2 s.
 	CheckQueueWait time.Duration
+	// AuditHasher is the audit trail's keyed hash, for the secrets a handler issues (the
+	// trail records only their hash); nil without --audit-key.
+	AuditHasher *audit.Hasher
 }
 
 // Defaults of the bound on builder checks in flight (see Deps). 64 MiB of documents is about

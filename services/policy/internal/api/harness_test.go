@@ -56,6 +56,9 @@ type replicaOpts struct {
 	// checkBytes and checkWait bound the builder checks in flight (defaults: the service's).
 	checkBytes int64
 	checkWait  time.Duration
+	// audit is the audit trail's configuration (default: server.DefaultAudit(), as the flags'
+	// defaults: no key, operator and seats failing open).
+	audit *server.AuditConfig
 }
 
 func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
@@ -72,7 +75,10 @@ func startReplica(t testing.TB, dsn string, ro ...replicaOpts) *replica {
 	parts := make(chan *app.Parts, 1)
 	done := make(chan error, 1)
 	cfg := server.Config{Name: "policy", GRPCAddr: "127.0.0.1:0", DatabaseURL: server.DSN(dsn),
-		AdminToken: adminToken, ServiceToken: serviceToken, ShutdownTimeout: 2 * time.Second}
+		AdminToken: adminToken, ServiceToken: serviceToken, ShutdownTimeout: 2 * time.Second, Audit: server.DefaultAudit()}
+	if o.audit != nil {
+		cfg.Audit = *o.audit
+	}
 	go func() {
 		done <- app.Run(ctx, cfg, app.Options{
 			SeatChecker:        o.seats,

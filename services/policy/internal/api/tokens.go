@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
@@ -46,6 +47,8 @@ func (s *tokenServer) CreateToken(ctx context.Context, req *policyv1.CreateToken
 	if err != nil {
 		return nil, mapErr(err)
 	}
+	audit.Note(ctx, "token_id", id)
+	s.h.noteSecret(ctx, "token", secret)
 	return &policyv1.CreateTokenResponse{Token: secret, TokenId: id, ExpiresAt: timestamppb.New(exp)}, nil
 }
 

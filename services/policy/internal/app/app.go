@@ -207,6 +207,10 @@ func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers
 	if err != nil {
 		return nil, err
 	}
+	rec, err := cfg.Audit.NewRecorder("policy", pool, o.Logger)
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
 	reg := server.NewRegistry()
 	reg.MustRegister(st.Collectors("policy")...)
 	reg.MustRegister(server.CacheCollectors("builder_flags", set.CacheStats)...)
@@ -234,8 +238,10 @@ func start(ctx context.Context, cfg server.Config, o Options, cl *server.Closers
 			Validator: api.Validators(),
 			Register: func(gs *grpc.Server) {
 				api.Register(gs, api.Deps{Store: db, Settings: set, Stream: st, JobTokenTTL: o.JobTokenTTL,
-					CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait})
+					CheckBytesInFlight: o.CheckBytesInFlight, CheckQueueWait: o.CheckQueueWait, AuditHasher: rec.Hasher()})
 			},
+			Audit:      rec,
+			AuditRules: api.AuditRules(),
 			Background: []func(context.Context) error{st.Run, maint.Run},
 			OnListen:   o.OnListen,
 			Logger:     o.Logger,
