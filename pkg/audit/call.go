@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,13 @@ func NotAudited(reason string) Rule { return Rule{Skip: reason} }
 // Rules maps full method names (/pkg.Service/Method) to their rule. Every RPC a service serves
 // must be listed (audittest.Complete); one that is not is recorded as a change, failing closed.
 type Rules map[string]Rule
+
+// With returns rs and more together (more wins on a method in both).
+func (rs Rules) With(more Rules) Rules {
+	out := maps.Clone(rs)
+	maps.Copy(out, more)
+	return out
+}
 
 func (rs Rules) of(method string) Rule {
 	if r, ok := rs[method]; ok {

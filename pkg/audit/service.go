@@ -32,6 +32,19 @@ func NewService(rec *Recorder) *Service { return &Service{rec: rec, WatchPoll: 2
 // Register registers s on gs.
 func (s *Service) Register(gs *grpc.Server) { auditv1.RegisterAuditServiceServer(gs, s) }
 
+// TrailRules are the rules of AuditService itself, which pkg/server registers beside every
+// service's own: a service's rule table adds them (Rules.With).
+func TrailRules() Rules {
+	reads := NotAudited("the trail's own reads (superadmin only): recording them would add an event for every look at the trail")
+	return Rules{
+		auditv1.AuditService_ListAuditEvents_FullMethodName:  reads,
+		auditv1.AuditService_WatchAuditEvents_FullMethodName: reads,
+		auditv1.AuditService_VerifyAuditChain_FullMethodName: reads,
+		auditv1.AuditService_HashAuditValue_FullMethodName: NotAudited("answers the keyed hash of a value the auditor " +
+			"already holds (superadmin only): it reveals nothing the trail does not"),
+	}
+}
+
 // Outcomes lists the outcomes a filter may name.
 var Outcomes = []string{Granted, Refused, Failed, Requested}
 

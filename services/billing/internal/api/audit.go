@@ -2,7 +2,6 @@ package api
 
 import (
 	"github.com/millwright/millwright/pkg/audit"
-	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 )
 
@@ -11,7 +10,6 @@ import (
 // so a new RPC fails it until it is listed here.
 func AuditRules() audit.Rules {
 	read := audit.NotAudited("a read: grants and refuses nothing")
-	trail := audit.NotAudited("the trail's own reads (superadmin only): recording them would add an event for every look at the trail")
 	return audit.Rules{
 		billingv1.BillingService_GetSeatUsage_FullMethodName:     read,
 		billingv1.BillingService_ListUsageReports_FullMethodName: read,
@@ -29,12 +27,5 @@ func AuditRules() audit.Rules {
 		billingv1.BillingService_ReportUsage_FullMethodName: audit.Mutation(audit.Seats),
 
 		billingv1.EventService_Watch_FullMethodName: audit.NotAudited("a stream of cap changes already recorded by SetSeatCap (superadmin and service token)"),
-
-		// The trail itself (pkg/server registers AuditService beside billing's services).
-		auditv1.AuditService_ListAuditEvents_FullMethodName:  trail,
-		auditv1.AuditService_WatchAuditEvents_FullMethodName: trail,
-		auditv1.AuditService_VerifyAuditChain_FullMethodName: trail,
-		auditv1.AuditService_HashAuditValue_FullMethodName: audit.NotAudited("answers the keyed hash of a value the auditor " +
-			"already holds (superadmin only): it reveals nothing the trail does not"),
-	}
+	}.With(audit.TrailRules()) // pkg/server registers AuditService beside them
 }

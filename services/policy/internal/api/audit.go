@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/millwright/millwright/pkg/audit"
-	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 )
 
@@ -14,7 +13,6 @@ const (
 	notAuditedJobPath = "the job path: the run row is the record (who started it, its recorded viewer, its job token id), " +
 		"written in the same transaction; a chained event per run would double the job path's commits (issue 12)"
 	notAuditedStream = "a stream of changes already recorded by the RPCs that made them (service token only)"
-	notAuditedTrail  = "the trail's own reads (superadmin only): recording them would add an event for every look at the trail"
 )
 
 // AuditRules is what the audit trail records of every RPC policy serves (docs/policy.md,
@@ -82,14 +80,7 @@ func AuditRules() audit.Rules {
 		policyv1.BuilderService_CheckPreview_FullMethodName: builder,
 
 		policyv1.EventService_Watch_FullMethodName: audit.NotAudited(notAuditedStream),
-
-		// The trail itself (pkg/server registers AuditService beside policy's services).
-		auditv1.AuditService_ListAuditEvents_FullMethodName:  audit.NotAudited(notAuditedTrail),
-		auditv1.AuditService_WatchAuditEvents_FullMethodName: audit.NotAudited(notAuditedTrail),
-		auditv1.AuditService_VerifyAuditChain_FullMethodName: audit.NotAudited(notAuditedTrail),
-		auditv1.AuditService_HashAuditValue_FullMethodName: audit.NotAudited("answers the keyed hash of a value the auditor " +
-			"already holds (superadmin only): it reveals nothing the trail does not"),
-	}
+	}.With(audit.TrailRules()) // pkg/server registers AuditService beside them
 }
 
 // noteSecret adds the keyed hash of secret to the call's audit event under key ("redacted"
