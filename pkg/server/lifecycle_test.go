@@ -54,18 +54,21 @@ func TestServeReleasesInReverseOrder(t *testing.T) {
 	assert.Equal(t, []string{"upstream", "pool"}, half.released, "a failed completion releases what it got")
 }
 
-// Every binary's subcommands are the same two, and migrate refuses to run without a database.
+// Every binary's subcommands are the same three, and migrate and audit refuse to run without a
+// database.
 func TestCommands(t *testing.T) {
 	migrated := ""
 	cmds := server.Commands("fake", "serve fake", func() server.Service { return &fakeService{t: t, failAt: -1} },
 		func(_ context.Context, dsn string) (int64, error) { migrated = dsn; return 7, nil })
-	require.Len(t, cmds, 2)
+	require.Len(t, cmds, 3)
 	assert.Equal(t, "serve", cmds[0].Name)
 	assert.Equal(t, "migrate", cmds[1].Name)
+	assert.Equal(t, "audit", cmds[2].Name)
 
 	t.Setenv("DATABASE_URL", "")
 	var uerr *cli.UsageError
 	require.ErrorAs(t, cmds[1].Run(context.Background(), nil), &uerr, "no --database-url is a usage error")
+	require.ErrorAs(t, cmds[2].Run(context.Background(), []string{"verify"}), &uerr, "no --database-url is a usage error")
 	require.NoError(t, cmds[1].Run(context.Background(), []string{"--database-url", "postgres://h/db"}))
 	assert.Equal(t, "postgres://h/db", migrated)
 
