@@ -137,6 +137,12 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	// Cached answers only while both streams are connected and caught up: roleset's own (role
 	// disabled on another replica) and policy's (membership, run end).
 	cache := engine.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
+	// The audit trail (docs/roleset.md, "Audit trail"): server.Run closes it, writing the
+	// repeats it still counts.
+	rec, err := cfg.Audit.NewRecorder("roleset", pool, logger.With("service", "roleset"))
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
 	var sweeps SweepCounts
 	st := newStore(pool)
 	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations, Proxy: proxyCfg}, st, pol, cache)
@@ -163,7 +169,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	}
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
-	h := &api.Server{Engine: eng, Stream: own}
+	h := &api.Server{Engine: eng, Stream: own, Audit: rec}
 	schema, err := migrate.SchemaCheck(pool, migrations.FS)
 	if err != nil {
 		return nil, err
@@ -183,6 +189,8 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			Public:        api.PublicMethods,
 			Validator:     api.Validators(),
 			Register:      h.Register,
+			Audit:         rec,
+			AuditRules:    api.AuditRules(),
 			Background: append([]func(context.Context) error{
 				own.Run,
 				fol.Run,
