@@ -14,8 +14,8 @@ import (
 
 	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
-	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 )
 
