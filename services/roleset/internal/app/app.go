@@ -155,7 +155,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
 		plog := logger.With("component", "pgproxy")
-		px := NewProxy(eng, st, proxyTLS, plog)
+		px := NewProxy(eng, st, proxyTLS, plog, rec)
 		cl.Push(func() { _ = px.Close() })
 		var rj RejudgeCounts
 		proxyMetrics = proxyCollectors(px, &rj)
