@@ -100,7 +100,7 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 	if e.Outcome == Requested || r.cfg.Window < 0 {
 		return r.write(ctx, []Event{e})
 	}
-	kb := keyBuffers.Get().(*[]byte)
+	kb, _ := keyBuffers.Get().(*[]byte) // the pool holds nothing else
 	defer keyBuffers.Put(kb)
 	key := e.appendDecisionKey((*kb)[:0])
 	*kb = key // keep what it grew to

@@ -365,7 +365,7 @@ func (s *Server) handle(c *conn, full bool) {
 			c.mu.Unlock()
 			end := *started
 			end.End, end.Why = true, why
-			s.tell(end)
+			_ = s.tell(end) // only a granted start can be refused for want of a record
 		}
 		if c.cancelKey != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -390,7 +390,7 @@ func (s *Server) handle(c *conn, full bool) {
 		s.forwardCancel(ctx, st.cancel)
 		return
 	case full:
-		s.tell(SessionEvent{User: st.params["user"], Database: st.params["database"], Code: "53300"})
+		_ = s.tell(SessionEvent{User: st.params["user"], Database: st.params["database"], Code: "53300"})
 		_ = s.sendError(client, "53300", "sorry, too many clients already")
 		return
 	}
