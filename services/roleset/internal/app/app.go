@@ -138,11 +138,13 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	// disabled on another replica) and policy's (membership, run end).
 	cache := engine.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
 	// The audit trail (docs/roleset.md, "Audit trail"): server.Run closes it, writing the
-	// repeats it still counts.
+	// repeats it still counts; the closer (a no-op then) stops it if Run never starts, before
+	// the pool closes.
 	rec, err := cfg.Audit.NewRecorder("roleset", pool, logger.With("service", "roleset"))
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
+	cl.Push(rec.Close)
 	var sweeps SweepCounts
 	st := newStore(pool)
 	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations, Proxy: proxyCfg}, st, pol, cache)
