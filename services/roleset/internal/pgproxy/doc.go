@@ -8,7 +8,7 @@
 // upstream Target of a user name, a CancelKeys maps the proxy's own cancel keys to the
 // upstream's (so any replica can forward a cancel), and CloseSessions ends the sessions bound to
 // whatever a revocation names, upstream backend included. OnSession tells the caller each
-// session's start (granted, or refused with its SQLSTATE) and end, for its audit trail. Bounds: a start-up packet of at most
-// 10 KiB, start-up (TLS, SCRAM, upstream connect) within a deadline, at most MaxSessions
-// connections.
+// session's start (granted, or refused with its SQLSTATE) and end, for its audit trail.
+// Bounds: a start-up packet of at most 10 KiB, start-up (TLS, SCRAM, upstream connect) within
+// a deadline, at most MaxSessions connections.
 package pgproxy
