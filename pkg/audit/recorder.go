@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"sync"
@@ -35,7 +34,7 @@ type Recorder struct {
 	cfg Config
 
 	mu      sync.Mutex
-	repeats map[[sha256.Size]byte]*repeat
+	repeats map[string]*repeat // by decision key (Event.appendDecisionKey)
 	pending []*write
 	writing bool
 
@@ -73,7 +72,7 @@ func NewRecorder(cfg Config) *Recorder {
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
-	r := &Recorder{cfg: cfg, repeats: map[[sha256.Size]byte]*repeat{}, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Recorder{cfg: cfg, repeats: map[string]*repeat{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.flushLoop()
 	return r
 }
@@ -102,9 +101,13 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 	if e.Outcome == Requested || r.cfg.Window < 0 {
 		return r.write(ctx, []Event{e})
 	}
-	key := e.decisionKey()
+	kb, _ := keyBuffers.Get().(*[]byte) // the pool holds nothing else
+	defer keyBuffers.Put(kb)
+	key := e.appendDecisionKey((*kb)[:0])
+	*kb = key // keep what it grew to
 	r.mu.Lock()
-	if rp, ok := r.repeats[key]; ok && now.Sub(rp.recorded) < r.cfg.Window {
+	// string(key) in an index expression does not allocate: only a new entry copies the key.
+	if rp, ok := r.repeats[string(key)]; ok && now.Sub(rp.recorded) < r.cfg.Window {
 		if rp.count == 0 {
 			rp.first = e.Time
 		}
@@ -120,14 +123,18 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rp, ok := r.repeats[key]; ok && rp.count > 0 {
+	if rp, ok := r.repeats[string(key)]; ok && rp.count > 0 {
 		return nil // a repeat counted meanwhile: its window runs from the earlier write
 	}
 	if len(r.repeats) < r.cfg.MaxRepeatKeys {
-		r.repeats[key] = &repeat{recorded: now, event: e}
+		r.repeats[string(key)] = &repeat{recorded: now, event: e}
 	}
 	return nil
 }
+
+// keyBuffers hold the decision keys being looked up, so the warm path of a repeat allocates
+// none.
+var keyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // write appends events with the next group commit and waits for it.
 func (r *Recorder) write(ctx context.Context, events []Event) error {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
@@ -33,6 +34,9 @@ type Server struct {
 
 	Engine *engine.Engine
 	Stream *stream.Stream // nil: Watch is unavailable
+	// Audit is the trail the server's audit step writes to (nil: none); ResolveConnection
+	// records the caller's job token as its keyed hash (noteJobToken).
+	Audit *audit.Recorder
 }
 
 // Register registers every service on s.
@@ -423,6 +427,7 @@ func kindToProto(k engine.Kind) rolesetv1.ConnectionKind {
 // ResolveConnection implements ConnectionService.
 func (h *Server) ResolveConnection(ctx context.Context, req *rolesetv1.ResolveConnectionRequest) (*rolesetv1.ResolveConnectionResponse, error) {
 	token, ref, err := jobRequest(ctx, req)
+	h.noteJobToken(ctx, token)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +435,7 @@ func (h *Server) ResolveConnection(ctx context.Context, req *rolesetv1.ResolveCo
 	if err != nil {
 		return nil, mapError(ctx, err)
 	}
+	h.noteConnection(ctx, c)
 	return &rolesetv1.ResolveConnectionResponse{Host: c.Host, Port: int32(c.Port), Database: c.Database, User: c.User,
 		Password: c.Password, Roles: c.Roles, Kind: kindToProto(c.Kind), CredentialMode: modeOf(c.Proxy)}, nil
 }

@@ -137,6 +137,14 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	// Cached answers only while both streams are connected and caught up: roleset's own (role
 	// disabled on another replica) and policy's (membership, run end).
 	cache := engine.NewCache(cfg.CacheTTL, 100_000, func() bool { return own.Live() && fol.Live() })
+	// The audit trail (docs/roleset.md, "Audit trail"): server.Run closes it, writing the
+	// repeats it still counts; the closer (a no-op then) stops it if Run never starts, before
+	// the pool closes.
+	rec, err := cfg.Audit.NewRecorder("roleset", pool, logger.With("service", "roleset"))
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
+	cl.Push(rec.Close)
 	var sweeps SweepCounts
 	st := newStore(pool)
 	eng := engine.New(engine.Config{InstanceID: cfg.InstanceID, Keys: keys, Iterations: cfg.Iterations, Proxy: proxyCfg}, st, pol, cache)
@@ -149,7 +157,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
 		plog := logger.With("component", "pgproxy")
-		px := NewProxy(eng, st, proxyTLS, plog)
+		px := NewProxy(eng, st, proxyTLS, plog, rec)
 		cl.Push(func() { _ = px.Close() })
 		var rj RejudgeCounts
 		proxyMetrics = proxyCollectors(px, &rj)
@@ -163,7 +171,7 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 	}
 	fol = pol.Follower(eng, logger.With("service", "roleset"))
 	own.Subscribe(func(stream.Event) { eng.DropConnections() })
-	h := &api.Server{Engine: eng, Stream: own}
+	h := &api.Server{Engine: eng, Stream: own, Audit: rec}
 	schema, err := migrate.SchemaCheck(pool, migrations.FS)
 	if err != nil {
 		return nil, err
@@ -183,6 +191,8 @@ func (cfg *Config) Complete(ctx context.Context, cl *server.Closers) (server.Run
 			Public:        api.PublicMethods,
 			Validator:     api.Validators(),
 			Register:      h.Register,
+			Audit:         rec,
+			AuditRules:    api.AuditRules(),
 			Background: append([]func(context.Context) error{
 				own.Run,
 				fol.Run,

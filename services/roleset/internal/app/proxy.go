@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/defaults"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
@@ -112,9 +114,81 @@ func (k cancelKeys) Delete(ctx context.Context, key pgproxy.CancelKey) error {
 	return k.st.DeleteCancelKey(ctx, key.PID, secretBytes(key.Secret))
 }
 
-// NewProxy builds the proxy of this roleset over eng and st.
-func NewProxy(eng *engine.Engine, st *store.Store, tlsCfg *tls.Config, logger *slog.Logger) *pgproxy.Server {
-	return pgproxy.New(pgproxy.Config{Authorizer: proxyAuth{eng}, CancelKeys: cancelKeys{st}, TLS: tlsCfg, Logger: logger})
+// NewProxy builds the proxy of this roleset over eng and st; its sessions are recorded in rec
+// (nil: not recorded).
+func NewProxy(eng *engine.Engine, st *store.Store, tlsCfg *tls.Config, logger *slog.Logger, rec *audit.Recorder) *pgproxy.Server {
+	cfg := pgproxy.Config{Authorizer: proxyAuth{eng}, CancelKeys: cancelKeys{st}, TLS: tlsCfg, Logger: logger}
+	if rec != nil {
+		cfg.OnSession = sessionAudit(rec, logger)
+	}
+	return pgproxy.New(cfg)
+}
+
+// ProxySessionRPC is the RPC name of the proxy's session events in the audit trail.
+const ProxySessionRPC = "proxy/session"
+
+// endWhy says in the trail why a session ended; a session closed by CloseSessions was
+// revoked by Rejudge (the only caller).
+var endWhy = map[string]string{
+	pgproxy.EndClient:   "client closed",
+	pgproxy.EndUpstream: "the database closed the session",
+	pgproxy.EndClosed:   "revoked: re-judged, its run ended, its ticket expired or its decision no longer holds",
+	pgproxy.EndShutdown: "the proxy shut down",
+}
+
+// sessionAudit records each proxied session in the audit trail (class proxy, docs/roleset.md
+// "Audit trail"): its start, granted or refused with the SQLSTATE the client got as the rule,
+// and its end with why. The ticket's id and login name the session; its secret is never seen
+// here. The class fails open by default: an event that cannot be written is logged and the
+// session goes on; configured to fail closed, a start that cannot be recorded is refused.
+func sessionAudit(rec *audit.Recorder, logger *slog.Logger) func(pgproxy.SessionEvent) error {
+	return func(s pgproxy.SessionEvent) error {
+		e := audit.Event{RPC: ProxySessionRPC, Class: audit.Proxy, Outcome: audit.Granted, ActorKind: "job",
+			Actor: s.Bind.JobID, Workspace: s.Bind.Workspace, Details: map[string]string{"session": "start", "database": s.Database}}
+		ticketID := s.Bind.TicketID
+		if ticketID == "" {
+			// Refused before its ticket was found: the user name is the client's, recorded
+			// only when it is a ticket id (it could be anything, a mistyped password too).
+			ticketID, _ = ticket.ParseID(s.User)
+			e.ActorKind = "anonymous"
+		}
+		e.Object = "ticket=" + ticketID
+		if s.Bind.Login != "" {
+			e.Object += " login=" + s.Bind.Login
+			e.Details["data_table"] = s.Bind.Workspace + "/" + s.Bind.DataTable
+		}
+		switch {
+		case s.End:
+			e.Details["session"], e.Details["why"] = "end", endWhy[s.Why]
+			if s.Why == pgproxy.EndClosed {
+				e.Outcome, e.Rule = audit.Refused, "revoked"
+			}
+		case s.Code != "":
+			e.Outcome, e.Rule, e.Code = refusalOutcome(s.Code), s.Code, s.Code
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := rec.Record(ctx, e)
+		if err == nil {
+			return nil
+		}
+		if granting := !s.End && s.Code == ""; granting && rec.FailsClosed(audit.Proxy) {
+			return err
+		}
+		logger.Error("audit: proxy session event not recorded; the session goes on (class proxy fails open)",
+			"object", e.Object, "session", e.Details["session"], "outcome", e.Outcome, "rule", e.Rule, "err", err)
+		return nil
+	}
+}
+
+// refusalOutcome is the outcome of a start refused with SQLSTATE code: a refusal when the
+// client was not let in (28: authorization, 53: too many), a failure when the proxy could
+// not decide or connect (57P03, 08006, an upstream's own error).
+func refusalOutcome(code string) string {
+	if strings.HasPrefix(code, "28") || strings.HasPrefix(code, "53") {
+		return audit.Refused
+	}
+	return audit.Failed
 }
 
 // Rejudge ends the proxied sessions whose decision no longer holds, each time the engine drops

@@ -185,6 +185,10 @@ type Connection struct {
 	Kind     Kind
 	// Proxy: Host and Port are roleset's proxy, User a ticket id and Password its secret.
 	Proxy bool
+	// What was decided, for the audit trail (no secret): the cluster login (User in direct
+	// mode; in proxy mode User is the ticket id), who it was decided for (the run's workspace
+	// and job, the subject: the viewer's email or the run's owner), and the data table.
+	Login, Workspace, JobID, Subject, Datatable string
 
 	// clusterID is the cluster of the decision (the proxy terminates its backends there).
 	clusterID string
@@ -499,7 +503,7 @@ func (e *Engine) resolve(ctx context.Context, token string, ref datatableref.Ref
 
 func (e *Engine) credential(ctx context.Context, d *Decision) (Connection, error) {
 	c := Connection{Host: d.cluster.Host, Port: d.cluster.Port, Database: d.dt.Database, Roles: d.Roles, Kind: d.Kind, User: d.Login,
-		clusterID: d.cluster.ID}
+		Login: d.Login, Workspace: d.dt.Workspace, JobID: d.run.JobID, Subject: d.Subject, Datatable: d.dt.Name, clusterID: d.cluster.ID}
 	var err error
 	switch d.Kind {
 	case KindAdmin:

@@ -53,8 +53,8 @@ func (e *Engine) issueTicket(ctx context.Context, token string, ref datatableref
 	if _, err := e.store.CreateTicket(ctx, tk); err != nil {
 		return Connection{}, err
 	}
-	return Connection{Host: p.Host, Port: p.Port, Database: c.Database, User: tk.ID, Password: secretText,
-		Roles: c.Roles, Kind: c.Kind, Proxy: true, freshUntil: c.freshUntil}, nil
+	c.Host, c.Port, c.User, c.Password, c.Proxy = p.Host, p.Port, tk.ID, secretText, true
+	return c, nil
 }
 
 // ErrTicketRefused is a ticket the proxy must refuse: unknown, revoked, expired, or one whose

@@ -14,6 +14,7 @@ import (
 
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
+	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
@@ -169,6 +170,20 @@ func TestTokensThroughPolicy(t *testing.T) {
 			_, err = conns.ResolveConnection(servicetest.Bearer(tok), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main"})
 			require.Equal(t, codes.Unauthenticated, status.Code(err), "%s is no job token: %v", name, err)
 		}
+	})
+
+	t.Run("the audit trail is on: the refusals above are in it, read with AuditService", func(t *testing.T) {
+		res, err := auditv1.NewAuditServiceClient(rcc).ListAuditEvents(servicetest.Bearer(adminToken), &auditv1.ListAuditEventsRequest{
+			Rpc: rolesetv1.ConnectionService_ResolveConnection_FullMethodName, Outcome: "refused"})
+		require.NoError(t, err)
+		rules := map[string]bool{}
+		for _, e := range res.GetEvents() {
+			require.Equal(t, "roleset", e.GetService())
+			require.Equal(t, "credential", e.GetClass())
+			rules[e.GetRule()] = true
+		}
+		require.Equal(t, map[string]bool{commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED.String(): true,
+			commonv1.ErrorReason_ERROR_REASON_NOT_FOUND.String(): true}, rules)
 	})
 
 	acme.RevocationReaches(t, metricsAddr, "millwright_roleset_token_cache_entries", adminToken, listRoles)

@@ -21,12 +21,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
+	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/api"
 	"github.com/millwright/millwright/services/roleset/internal/app"
@@ -209,6 +211,9 @@ type env struct {
 	keySpec    string
 	instance   string
 	replicas   []*replica
+	// audit is the audit configuration of the replicas started from now on (the service's
+	// defaults, with a key: secrets are recorded as keyed hashes).
+	audit server.AuditConfig
 }
 
 type replica struct {
@@ -222,6 +227,9 @@ type replica struct {
 	proxyPort int
 	proxy     *pgproxy.Server
 	rejudged  app.RejudgeCounts
+	// rec is its audit trail (env.audit), written through a pool of its own so that tests
+	// counting the statements of pool see roleset's own only.
+	rec *audit.Recorder
 }
 
 // migrator brings a database to roleset's schema.
@@ -275,6 +283,8 @@ func newEnv(t testing.TB) *env {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	e.keySpec = "k1:" + base64.StdEncoding.EncodeToString(key)
+	e.audit = server.DefaultAudit()
+	e.audit.Key = server.Secret(randHex(32))
 	e.policy = newFakePolicy()
 	e.policyAddr = serveGRPC(t, func(s *grpc.Server) {
 		policyv1.RegisterRunServiceServer(s, e.policy)
@@ -332,10 +342,12 @@ func (e *env) dropClusterRoles() {
 // adminOnly authenticates the static admin token only: a replica's admin RPCs.
 var adminOnly = auth.Static{AdminToken: adminToken}
 
-// interceptorsWith is the server's auth and validation step for tests: a on the admin RPCs,
-// nothing on the public ones (their bearer is a job token the engine checks).
-func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
+// interceptorsWith is the server's auth, audit and validation steps for tests, in pkg/server's
+// order: a on the admin RPCs, nothing on the public ones (their bearer is a job token the
+// engine checks); rec, if not nil, records each call by roleset's audit rules.
+func interceptorsWith(a auth.Authenticator, rec *audit.Recorder) grpc.ServerOption {
 	v := api.Validators()
+	rules := api.AuditRules()
 	public := map[string]bool{}
 	for _, m := range api.PublicMethods {
 		public[m] = true
@@ -352,10 +364,16 @@ func interceptorsWith(a auth.Authenticator) grpc.ServerOption {
 			}
 			ctx = auth.WithIdentity(ctx, id)
 		}
-		if err := v.Validate(req); err != nil {
-			return nil, err
+		validated := func(ctx context.Context, req any) (any, error) {
+			if err := v.Validate(req); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
 		}
-		return h(ctx, req)
+		if rec == nil {
+			return validated(ctx, req)
+		}
+		return (&audit.Interceptor{Recorder: rec, Rules: rules}).Unary(ctx, req, info, validated)
 	}
 	return grpc.ChainUnaryInterceptor(unary)
 }
@@ -398,10 +416,10 @@ func (e *env) newEngine(t testing.TB, pool *pgxpool.Pool, cache *engine.Cache, o
 	return engine.New(ccfg, store.New(pool), pol, cache), pol
 }
 
-// serveAPI serves eng's API like a replica does (admin RPCs authenticated by authn) and
-// returns a connection to it.
+// serveAPI serves eng's API like a replica does (admin RPCs authenticated by authn, calls
+// recorded in srv.Audit if set) and returns a connection to it.
 func serveAPI(t testing.TB, srv *api.Server, authn auth.Authenticator) *grpc.ClientConn {
-	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn)))
+	return dial(t, serveGRPC(t, srv.Register, interceptorsWith(authn, srv.Audit)))
 }
 
 // start starts a replica: its own pools, stream listener, policy follower, caches and gRPC
@@ -413,6 +431,10 @@ func (e *env) start(opts ...func(*engine.Config)) *replica {
 	pool := e.newPool(t, nil)
 	own := stream.New(pool, stream.Options{PollInterval: 200 * time.Millisecond, PruneInterval: -1})
 	r := &replica{stream: own, pool: pool}
+	rec, err := e.audit.NewRecorder("roleset", e.newPool(t, nil), nil)
+	require.NoError(t, err)
+	t.Cleanup(rec.Close) // before its pool closes (cleanups run last first)
+	r.rec = rec
 	r.cache = engine.NewCache(time.Minute, 100_000, func() bool { return own.Live() && r.fol.Live() })
 	var pol *policyidentity.Client
 	r.eng, pol = e.newEngine(t, pool, r.cache, opts...)
@@ -420,7 +442,7 @@ func (e *env) start(opts ...func(*engine.Config)) *replica {
 	own.Subscribe(func(stream.Event) { r.eng.DropConnections() })
 	go func() { _ = own.Run(ctx) }()
 	go func() { _ = r.fol.Run(ctx) }()
-	r.cc = serveAPI(t, &api.Server{Engine: r.eng, Stream: own}, adminOnly)
+	r.cc = serveAPI(t, &api.Server{Engine: r.eng, Stream: own, Audit: rec}, adminOnly)
 	select {
 	case <-own.Ready():
 	case <-time.After(10 * time.Second):

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/millwright/millwright/pkg/audit"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
@@ -38,7 +40,7 @@ func (e *env) startProxiedWith(lifetime, rejudgeEvery time.Duration) *replica {
 		c.Proxy = engine.ProxyConfig{Host: "127.0.0.1", Port: port, TicketLifetime: lifetime}
 	})
 	r.proxyPort = port
-	px := app.NewProxy(r.eng, store.New(r.pool), nil, slog.Default())
+	px := app.NewProxy(r.eng, store.New(r.pool), nil, slog.Default(), r.rec)
 	r.proxy = px
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
@@ -75,6 +77,26 @@ func session(t *testing.T, c *rolesetv1.ResolveConnectionResponse) (*pgx.Conn, i
 	var pid int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 	return conn, pid
+}
+
+// requireSessionEvent waits for a proxy session event of ticket id that has want's outcome and
+// rule, and its object, actor, workspace and details where want sets them; it returns it.
+func (f *fixture) requireSessionEvent(t *testing.T, id string, want audit.Event) audit.Event {
+	t.Helper()
+	var got audit.Event
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, e := range f.auditEvents(t, id) {
+			if e.RPC != app.ProxySessionRPC || e.Class != audit.Proxy || e.Outcome != want.Outcome || e.Rule != want.Rule ||
+				want.Object != "" && e.Object != want.Object || want.Actor != "" && (e.Actor != want.Actor || e.ActorKind != want.ActorKind) ||
+				want.Workspace != "" && e.Workspace != want.Workspace || want.Details != nil && !maps.Equal(e.Details, want.Details) {
+				continue
+			}
+			got = e
+			return
+		}
+		c.Errorf("no proxy session event %+v of ticket %s yet", want, id)
+	}, 5*time.Second, 20*time.Millisecond)
+	return got
 }
 
 // superConn is a superuser connection to the target cluster, to watch pg_stat_activity.
@@ -178,6 +200,22 @@ func TestProxyTickets(t *testing.T) {
 		bad := proto.Clone(c).(*rolesetv1.ResolveConnectionResponse)
 		bad.Password += "x"
 		require28P01(t, bad)
+
+		// The audit trail: the credential names the decided login and the ticket; each
+		// session's start (granted, or refused with its SQLSTATE) and end are recorded; the
+		// ticket's secret is nowhere.
+		resolved := f.auditEvents(t, c.GetUser())[0]
+		require.Equal(t, rolesetv1.ConnectionService_ResolveConnection_FullMethodName, resolved.RPC)
+		require.Equal(t, map[string]string{"login": f.emea.GetName(), "credential_mode": "PROXY", "ticket": c.GetUser()},
+			map[string]string{"login": resolved.Details["login"], "credential_mode": resolved.Details["credential_mode"], "ticket": resolved.Details["ticket"]})
+		object := "ticket=" + c.GetUser() + " login=" + f.emea.GetName()
+		f.requireSessionEvent(t, c.GetUser(), audit.Event{Outcome: audit.Granted, Object: object, ActorKind: "job", Actor: resolved.Details["job_id"],
+			Workspace: "ws", Details: map[string]string{"session": "start", "database": f.targetDB, "data_table": "ws/main"}})
+		f.requireSessionEvent(t, c.GetUser(), audit.Event{Outcome: audit.Granted, Object: object, ActorKind: "job", Actor: resolved.Details["job_id"],
+			Workspace: "ws", Details: map[string]string{"session": "end", "database": f.targetDB, "data_table": "ws/main", "why": "client closed"}})
+		f.requireSessionEvent(t, c.GetUser(), audit.Event{Outcome: audit.Refused, Rule: "28P01", Object: object, ActorKind: "job",
+			Actor: resolved.Details["job_id"], Workspace: "ws", Details: map[string]string{"session": "start", "database": f.targetDB, "data_table": "ws/main"}})
+		f.requireNotInTrail(t, c.GetPassword())
 	})
 
 	t.Run("the admin login through the proxy (a decision that holds no catalog role)", func(t *testing.T) {
@@ -195,6 +233,8 @@ func TestProxyTickets(t *testing.T) {
 		c, err := f.resolve(px, tok, "datatable://main?as=viewer")
 		require.NoError(t, err)
 		f.requireEndsOn(t, c, "run ended", func() { f.policy.finish(tok) })
+		got := f.requireSessionEvent(t, c.GetUser(), audit.Event{Outcome: audit.Refused, Rule: "revoked"})
+		require.Equal(t, "end", got.Details["session"])
 	})
 
 	t.Run("the run's job token is revoked", func(t *testing.T) {

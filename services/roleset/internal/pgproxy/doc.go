@@ -9,7 +9,8 @@
 // It knows nothing of tickets, decisions or stores: an Authorizer gives the verifier and the
 // upstream Target of a user name, a CancelKeys maps the proxy's own cancel keys to the
 // upstream's (so any replica can forward a cancel), and CloseSessions ends the sessions bound to
-// whatever a revocation names, upstream backend included. Bounds: a start-up packet of at most
-// 10 KiB, start-up (TLS, SCRAM, upstream connect) within a deadline, at most MaxSessions
-// connections.
+// whatever a revocation names, upstream backend included. OnSession tells the caller each
+// session's start (granted, or refused with its SQLSTATE) and end, for its audit trail.
+// Bounds: a start-up packet of at most 10 KiB, start-up (TLS, SCRAM, upstream connect) within
+// a deadline, at most MaxSessions connections.
 package pgproxy

@@ -63,7 +63,32 @@ type Config struct {
 	// StartupTimeout bounds the whole start-up: TLS, SCRAM, the upstream connect (default 10 s).
 	StartupTimeout time.Duration
 	Logger         *slog.Logger
+	// OnSession, if set, is told of each session's start, granted or refused once the client
+	// named its user, and of each granted session's end: the caller's audit trail. It is
+	// called before the client learns a start was granted; an error then refuses the session
+	// (57P03), for a caller that must not let in a session it could not record.
+	OnSession func(SessionEvent) error
 }
+
+// SessionEvent is a session's start or end (Config.OnSession).
+type SessionEvent struct {
+	End            bool
+	User, Database string
+	// Bind is the session's binding: zero for a start refused before its user was found.
+	Bind Binding
+	// Code is the SQLSTATE a refused start was answered with ("" when granted).
+	Code string
+	// Why is an end's reason: EndClient, EndUpstream, EndClosed or EndShutdown.
+	Why string
+}
+
+// Why a session ended (SessionEvent.Why).
+const (
+	EndClient   = "client closed"
+	EndUpstream = "upstream closed"
+	EndClosed   = "closed by CloseSessions" // a revocation
+	EndShutdown = "proxy shut down"
+)
 
 // Server serves clients on the listeners given to Serve.
 type Server struct {
@@ -184,7 +209,7 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	for _, c := range conns {
-		c.closeAll()
+		c.closeAll(EndShutdown)
 	}
 	s.wg.Wait()
 	return nil
@@ -220,7 +245,7 @@ func (s *Server) CloseSessions(match func(Binding) bool) int {
 	var wg sync.WaitGroup
 	n := 0
 	for _, c := range hit {
-		up := c.close()
+		up := c.close(EndClosed)
 		if up == nil {
 			continue
 		}
@@ -262,6 +287,8 @@ type conn struct {
 	up     upstream
 	// cancelKey is set once the session's key is stored (only handle's goroutine uses it).
 	cancelKey *CancelKey
+	// why is the reason of the first close (SessionEvent.Why).
+	why string
 }
 
 type upstream struct {
@@ -276,23 +303,24 @@ func (c *conn) binding() (Binding, bool) {
 	return c.bind, c.bound && !c.closed
 }
 
-// close closes the client connection and returns the upstream for the caller to end, or nil
-// if it was closed already.
-func (c *conn) close() *upstream {
+// close closes the client connection for the reason why and returns the upstream for the
+// caller to end, or nil if it was closed already.
+func (c *conn) close(why string) *upstream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
 	}
-	c.closed = true
+	c.closed, c.why = true, why
 	c.raw.Close()
 	up := c.up
 	return &up
 }
 
-// closeAll closes both sides, unless someone else (CloseSessions) has taken them over.
-func (c *conn) closeAll() {
-	if up := c.close(); up != nil && up.conn != nil {
+// closeAll closes both sides for the reason why, unless someone else (CloseSessions) has
+// taken them over.
+func (c *conn) closeAll(why string) {
+	if up := c.close(why); up != nil && up.conn != nil {
 		up.conn.Close()
 	}
 }
@@ -310,11 +338,20 @@ func (c *conn) setUpstream(up upstream) bool {
 
 func (s *Server) handle(c *conn, full bool) {
 	defer s.wg.Done()
+	var started *SessionEvent // the granted start, whose end is told
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-		c.closeAll()
+		c.closeAll(EndClient)
+		if started != nil {
+			c.mu.Lock()
+			why := c.why
+			c.mu.Unlock()
+			end := *started
+			end.End, end.Why = true, why
+			_ = s.tell(end) // only a granted start can be refused for want of a record
+		}
 		if c.cancelKey != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -338,10 +375,11 @@ func (s *Server) handle(c *conn, full bool) {
 		s.forwardCancel(ctx, st.cancel)
 		return
 	case full:
+		_ = s.tell(SessionEvent{User: st.params["user"], Database: st.params["database"], Code: "53300"})
 		_ = s.sendError(client, "53300", "sorry, too many clients already")
 		return
 	}
-	up, err := s.startSession(ctx, c, client, st)
+	up, ev, err := s.startSession(ctx, c, client, st)
 	if err != nil {
 		s.refuse(client, "08P01", err)
 		return
@@ -349,9 +387,18 @@ func (s *Server) handle(c *conn, full bool) {
 	if up == nil {
 		return // refused with its own message
 	}
+	started = &ev
 	_ = c.raw.SetDeadline(time.Time{})
 	_ = up.SetDeadline(time.Time{})
 	relay(client, up, c)
+}
+
+// tell passes e to Config.OnSession, if set.
+func (s *Server) tell(e SessionEvent) error {
+	if s.cfg.OnSession == nil {
+		return nil
+	}
+	return s.cfg.OnSession(e)
 }
 
 // negotiate reads start-up packets until a StartupMessage or CancelRequest, answering
@@ -391,12 +438,19 @@ func (s *Server) negotiate(ctx context.Context, raw net.Conn) (net.Conn, startup
 }
 
 // startSession authenticates the client, connects upstream and answers the start-up. It
-// returns the upstream connection; nil with a nil error when it refused the client itself.
-func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st startup) (net.Conn, error) {
+// returns the upstream connection and the start told to OnSession; nil with a nil error when
+// it refused the client itself (told to OnSession with its SQLSTATE).
+func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st startup) (net.Conn, SessionEvent, error) {
 	user, database := st.params["user"], st.params["database"]
+	ev := SessionEvent{User: user, Database: database}
+	refuse := func(code, msg string) (net.Conn, SessionEvent, error) {
+		ev.Code = code
+		_ = s.tell(ev)
+		return nil, ev, s.sendError(client, code, msg)
+	}
 	if st.minor != 0 || len(st.options) > 0 {
 		if err := send(client, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: st.options}); err != nil {
-			return nil, err
+			return nil, ev, err
 		}
 	}
 	s.mu.Lock()
@@ -405,7 +459,7 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	verifier, target, ok, err := s.cfg.Authorizer.Verifier(ctx, user, database)
 	if err != nil {
 		s.cfg.Logger.Error("pgproxy: looking up user", "user", user, "err", err)
-		return nil, s.sendError(client, "57P03", "the proxy cannot check credentials now")
+		return refuse("57P03", "the proxy cannot check credentials now")
 	}
 	keys, perr := secret.ParseScramVerifier(verifier)
 	if ok && perr != nil {
@@ -415,20 +469,24 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	if !known {
 		keys = fakeScramKeys(s.mockKey, user)
 	}
+	if known {
+		ev.Bind = target.Bind
+	}
 	passed, err := scramExchange(client, keys)
 	if err != nil {
-		return nil, err
+		return nil, ev, err
 	}
 	if !passed || !known {
-		return nil, s.sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
+		return refuse("28P01", `password authentication failed for user "`+user+`"`)
 	}
 	if target, ok, err = s.bind(ctx, c, gen, user, database, target); err != nil || !ok {
 		if err != nil {
 			s.cfg.Logger.Error("pgproxy: looking up user", "user", user, "err", err)
-			return nil, s.sendError(client, "57P03", "the proxy cannot check credentials now")
+			return refuse("57P03", "the proxy cannot check credentials now")
 		}
-		return nil, s.sendError(client, "28P01", `password authentication failed for user "`+user+`"`)
+		return refuse("28P01", `password authentication failed for user "`+user+`"`)
 	}
+	ev.Bind = target.Bind
 
 	params := maps.Clone(st.params)
 	delete(params, "user")
@@ -445,9 +503,9 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	if err != nil {
 		s.cfg.Logger.Warn("pgproxy: connecting upstream", "user", user, "login", target.Bind.Login, "err", err)
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-			return nil, s.sendError(client, pgErr.Code, pgErr.Message)
+			return refuse(pgErr.Code, pgErr.Message)
 		}
-		return nil, s.sendError(client, "08006", "could not connect to the database")
+		return refuse("08006", "could not connect to the database")
 	}
 	remote := be.Conn.RemoteAddr()
 	up := upstream{
@@ -457,7 +515,11 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	}
 	if !c.setUpstream(up) { // CloseSessions or Close got here first
 		be.Conn.Close()
-		return nil, nil
+		return nil, ev, nil
+	}
+	if err := s.tell(ev); err != nil {
+		s.cfg.Logger.Error("pgproxy: refusing a session that cannot be recorded", "user", user, "err", err)
+		return refuse("57P03", "the proxy cannot record the session now")
 	}
 	key := newCancelKey()
 	if err := s.cfg.CancelKeys.Put(ctx, key, up.cancel); err != nil {
@@ -474,7 +536,7 @@ func (s *Server) startSession(ctx context.Context, c *conn, client net.Conn, st 
 	reply = append(reply,
 		&pgproto3.BackendKeyData{ProcessID: key.PID, SecretKey: secretKey[:]},
 		&pgproto3.ReadyForQuery{TxStatus: be.TxStatus})
-	return be.Conn, send(client, reply...)
+	return be.Conn, ev, send(client, reply...)
 }
 
 // bind records the session's binding, from then on matched by CloseSessions. If a
@@ -555,11 +617,11 @@ func relay(client, up net.Conn, c *conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		copyHalf(up, client)
-		c.closeAll()
+		copyHalf(up, client) // ends when the client closes
+		c.closeAll(EndClient)
 	}()
 	copyHalf(client, up)
-	c.closeAll()
+	c.closeAll(EndUpstream)
 	<-done
 }
 
