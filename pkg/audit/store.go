@@ -134,14 +134,15 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Stored, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Stored, error) {
 		var st Stored
+		var seq int64
 		var body string
-		if err := r.Scan(&st.Seq, &body, &st.PrevHash, &st.Hash); err != nil {
+		if err := r.Scan(&seq, &body, &st.PrevHash, &st.Hash); err != nil {
 			return st, err
 		}
 		if err := json.Unmarshal([]byte(body), &st.Event); err != nil {
-			return st, fmt.Errorf("audit: event %d: body is not an event: %w", st.Seq, err)
+			return st, fmt.Errorf("audit: event %d: body is not an event: %w", seq, err)
 		}
-		st.Event.Seq = st.Seq
+		st.Seq = seq // the row's, which Verify checks against the body's
 		return st, nil
 	})
 }
