@@ -26,6 +26,7 @@ type Proxy struct {
 	latency     [2]time.Duration
 	stalled     bool
 	partitioned bool
+	refusing    bool
 	closed      bool
 	// changed is closed (and replaced) at every state change: whoever waits for a heal waits
 	// on it and then looks again.
@@ -93,9 +94,16 @@ func (p *Proxy) Reset() {
 	}
 }
 
-// Heal removes latency, stall and partition. Held bytes and black-holed connections go on.
+// Refuse resets every open connection (Reset) and every new one as soon as it is accepted,
+// until Heal: a path where something answers every packet with an RST.
+func (p *Proxy) Refuse() {
+	p.update(func() { p.refusing = true })
+	p.Reset()
+}
+
+// Heal removes latency, stall, partition and refusal. Held bytes and black-holed connections go on.
 func (p *Proxy) Heal() {
-	p.update(func() { p.latency = [2]time.Duration{}; p.stalled, p.partitioned = false, false })
+	p.update(func() { p.latency = [2]time.Duration{}; p.stalled, p.partitioned, p.refusing = false, false, false })
 }
 
 // Conns is the number of connections open through the proxy.
@@ -135,6 +143,12 @@ func (p *Proxy) accept() {
 			p.mu.Unlock()
 			_ = c.Close()
 			return
+		}
+		if p.refusing {
+			p.mu.Unlock()
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close()
+			continue
 		}
 		p.links[l] = struct{}{}
 		p.wg.Add(1)

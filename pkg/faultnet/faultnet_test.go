@@ -177,6 +177,25 @@ func TestReset(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestRefuse: open and new connections are reset until the heal.
+func TestRefuse(t *testing.T) {
+	p := start(t)
+	c := connect(t, p)
+	_, err := roundTrip(c, "before", time.Second)
+	require.NoError(t, err)
+	p.Refuse()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, syscall.ECONNRESET)
+	c2 := connect(t, p) // the kernel completes the handshake; the proxy resets it at accept
+	_ = c2.SetDeadline(time.Now().Add(2 * time.Second))
+	_, err = c2.Read(make([]byte, 1))
+	require.ErrorIs(t, err, syscall.ECONNRESET)
+	p.Heal()
+	_, err = roundTrip(connect(t, p), "after", time.Second)
+	require.NoError(t, err)
+}
+
 // TestCloseEndsEverything: Close ends held and black-holed connections and their goroutines
 // (TestMain's goleak check fails the package otherwise).
 func TestCloseEndsEverything(t *testing.T) {
