@@ -163,11 +163,11 @@ func TestTargetClusterFaults(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/millwright/millwright/pkg/faultnet.(*Proxy).pump"),
 		goleak.IgnoreAnyFunction("github.com/millwright/millwright/pkg/faultnet.(*Proxy).accept")}
 	type figures struct {
-		codes            map[codes.Code]int
-		maxRefusal       time.Duration
-		recover          []time.Duration
-		warmAnswers      int
-		maxWarm          time.Duration
+		codes       map[codes.Code]int
+		maxRefusal  time.Duration
+		recover     []time.Duration
+		warmAnswers int
+		maxWarm     time.Duration
 	}
 	results := make([]figures, len(faults))
 	for range rounds {
