@@ -76,5 +76,5 @@ chaos-net: ## target cluster faults through pkg/faultnet (latency, stall, reset,
 
 # docs/reliability.md, "Policy down": make test runs one round.
 CHAOS_POLICY_ROUNDS ?= 10
-chaos-policy: ## policy killed and restarted under roleset, CHAOS_POLICY_ROUNDS rounds
-	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
+chaos-policy: ## policy killed and restarted under roleset and billing, CHAOS_POLICY_ROUNDS rounds
+	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
