@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos-net chaos-policy
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -68,3 +68,13 @@ clean:
 # JOBPATH_DATABASE_URL: a durable server to measure on (default: the test cluster, fsync off).
 bench-jobpath: ## the job-path benchmark of docs/benchmarks.md (record + finish vs bare insert + update)
 	JOBPATH_BENCH=1 go test -count=1 -timeout=30m -run '^TestJobPathBench$$' -v ./services/policy/internal/api/
+
+# docs/reliability.md, "Target cluster faults": make test runs one round of each fault.
+CHAOS_NET_ROUNDS ?= 25
+chaos-net: ## target cluster faults through pkg/faultnet (latency, stall, reset, partition), CHAOS_NET_ROUNDS rounds
+	MILLWRIGHT_CHAOS_NET_ROUNDS=$(CHAOS_NET_ROUNDS) go test -count=1 -timeout=30m -run '^TestTargetClusterFaults$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
+
+# docs/reliability.md, "Policy down": make test runs one round.
+CHAOS_POLICY_ROUNDS ?= 10
+chaos-policy: ## policy killed and restarted under roleset and billing, CHAOS_POLICY_ROUNDS rounds
+	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'

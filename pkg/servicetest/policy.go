@@ -34,6 +34,7 @@ type Policy struct {
 	// DSN is its database (for a failing test to dump what policy wrote).
 	DSN string
 
+	start    func(testing.TB)
 	stop     func()
 	stopOnce sync.Once
 }
@@ -61,23 +62,35 @@ func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
 	} else {
 		args = append(args, "--billing-addr", o.BillingAddr)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	// Secrets in the environment, never on a command line (ps shows those to every user).
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+p.DSN,
-		"MILLWRIGHT_ADMIN_TOKEN="+o.AdminToken, "MILLWRIGHT_SERVICE_TOKEN="+o.ServiceToken)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	p.stop = func() { cancel(); <-exited }
+	p.start = func(t testing.TB) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, bin, args...) // cancel: SIGKILL
+		// Secrets in the environment, never on a command line (ps shows those to every user).
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+p.DSN,
+			"MILLWRIGHT_ADMIN_TOKEN="+o.AdminToken, "MILLWRIGHT_SERVICE_TOKEN="+o.ServiceToken)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
+		p.stopOnce = sync.Once{}
+		p.stop = func() { cancel(); <-exited }
+		waitServing(t, p.Addr, exited, func() error { return waitErr })
+	}
+	p.start(t)
 	t.Cleanup(p.Stop)
-	waitServing(t, p.Addr, exited, func() error { return waitErr })
 	return p
 }
 
-// Stop stops policy and waits for it to exit; calling it again does nothing.
+// Restart kills policy (SIGKILL) if it runs and starts it again on the same address and
+// database, returning once it is SERVING: a crash and a supervisor's restart.
+func (p *Policy) Restart(t testing.TB) {
+	t.Helper()
+	p.Stop()
+	p.start(t)
+}
+
+// Stop kills policy (SIGKILL) and waits for it to exit; calling it again does nothing.
 func (p *Policy) Stop() { p.stopOnce.Do(p.stop) }
 
 // waitServing polls grpc.health.v1 at addr until it says SERVING (30 s at most), failing at

@@ -177,13 +177,20 @@ func (p *fakePolicy) runIn(ws, owner string, origin policyv1.RunOrigin, viewer s
 }
 
 func serveGRPC(t testing.TB, register func(*grpc.Server), opts ...grpc.ServerOption) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, _ := serveGRPCAt(t, "127.0.0.1:0", register, opts...)
+	return addr
+}
+
+// serveGRPCAt serves at addr (a test that restarts a server serves again where it was) and
+// returns the address and the server, stopped at cleanup.
+func serveGRPCAt(t testing.TB, addr string, register func(*grpc.Server), opts ...grpc.ServerOption) (string, *grpc.Server) {
+	lis, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	s := grpc.NewServer(opts...)
 	register(s)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return lis.Addr().String(), s
 }
 
 func dial(t testing.TB, addr string) *grpc.ClientConn {
@@ -208,6 +215,7 @@ type env struct {
 	targetDSN  string // as admin
 	policy     *fakePolicy
 	policyAddr string
+	policySrv  *grpc.Server
 	keySpec    string
 	instance   string
 	replicas   []*replica
@@ -286,12 +294,19 @@ func newEnv(t testing.TB) *env {
 	e.audit = server.DefaultAudit()
 	e.audit.Key = server.Secret(randHex(32))
 	e.policy = newFakePolicy()
-	e.policyAddr = serveGRPC(t, func(s *grpc.Server) {
+	e.servePolicy("127.0.0.1:0")
+	return e
+}
+
+// servePolicy serves the policy stand-in at addr and records where (policyAddr) and the
+// server (policySrv: stopping it is policy going away; serving again at policyAddr, with the
+// same stand-in, is policy restarted on its own database).
+func (e *env) servePolicy(addr string) {
+	e.policyAddr, e.policySrv = serveGRPCAt(e.t, addr, func(s *grpc.Server) {
 		policyv1.RegisterRunServiceServer(s, e.policy)
 		policyv1.RegisterWorkspaceServiceServer(s, e.policy)
 		policyv1.RegisterEventServiceServer(s, e.policy)
 	})
-	return e
 }
 
 // dropClusterRoles removes the cluster-global roles this test made (role names are global).
