@@ -22,7 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -59,11 +58,13 @@ var pgViewerGroups = [5][]string{{"apac"}, {"emea", "analysts"}, {"analysts"}, {
 // MILLWRIGHT_CHAOS_PG_ROUNDS rounds of each with 64.
 func TestPostgresRestart(t *testing.T) {
 	needsStack(t)
-	rounds, callers := 1, 16
+	// settle: how long the load runs on a healthy stack before the first fault and after each
+	// recovery (where a stale answer would show).
+	rounds, callers, settle := 1, 16, time.Second
 	if s := os.Getenv("MILLWRIGHT_CHAOS_PG_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
 		require.NoError(t, err, "MILLWRIGHT_CHAOS_PG_ROUNDS")
-		rounds, callers = n, 64
+		rounds, callers, settle = n, 64, 2*time.Second
 	}
 	const nViewers = 20
 	require.LessOrEqual(t, 2*rounds, nViewers*2/5, "one victim per round: at most %d rounds", nViewers/5)
@@ -71,12 +72,7 @@ func TestPostgresRestart(t *testing.T) {
 	st := StartStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dial := func(addr string) *grpc.ClientConn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cc.Close() })
-		return cc
-	}
+	dial := func(addr string) *grpc.ClientConn { return dialT(t, addr) }
 	chains := []pgChain{{name: "A", policy: policyv1.NewRunServiceClient(dial(st.Policy)),
 		roleset: rolesetv1.NewConnectionServiceClient(dial(st.Roleset)), billing: billingv1.NewBillingServiceClient(dial(st.Billing))}}
 	for _, name := range []string{"B", "C"} {
@@ -225,7 +221,7 @@ func TestPostgresRestart(t *testing.T) {
 			victims = append(victims, v)
 		}
 	}
-	time.Sleep(2 * time.Second) // the load runs on a healthy stack first
+	time.Sleep(settle)
 	for _, mode := range []string{"fast", "immediate"} {
 		for range rounds {
 			victim := victims[0]
@@ -295,7 +291,7 @@ func TestPostgresRestart(t *testing.T) {
 			t.Logf("round %s: stopped in %v, down %v, every replica serving %v after Postgres was back %v, "+
 				"revoke done %v after the stop, honoured by every replica %v later",
 				mode, stopped.Sub(start), down, recovery, recovered, done.Sub(stopped), honoured)
-			time.Sleep(2 * time.Second) // load on the recovered stack, where a stale answer would show
+			time.Sleep(settle)
 		}
 	}
 	stopLoad()

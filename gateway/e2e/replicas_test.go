@@ -54,12 +54,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dial := func(addr string) *grpc.ClientConn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cc.Close() })
-		return cc
-	}
+	dial := func(addr string) *grpc.ClientConn { return dialT(t, addr) }
 	polA, polB := dial(st.Policy), dial(b.policy)
 	rsA, rsB := dial(st.Roleset), dial(b.roleset)
 
