@@ -201,8 +201,12 @@ func TestPostgresRestart(t *testing.T) {
 		if _, err := c.policy.GetRunIdentity(repBearer(cctx, svcToken), &policyv1.GetRunIdentityRequest{JobToken: job[probe]}); err != nil {
 			return fmt.Errorf("policy: %w", err)
 		}
-		if r, err := resolve(cctx, c, probe); err != nil || r.GetUser() != before[probe] {
-			return fmt.Errorf("roleset: %v %v", r.GetUser(), err)
+		r, err := resolve(cctx, c, probe)
+		if err != nil {
+			return fmt.Errorf("roleset: %w", err)
+		}
+		if r.GetUser() != before[probe] {
+			return fmt.Errorf("roleset answers %s for %s, want %s", r.GetUser(), probe, before[probe])
 		}
 		if _, err := c.billing.GetSeatUsage(repBearer(cctx, adminToken), &billingv1.GetSeatUsageRequest{}); err != nil {
 			return fmt.Errorf("billing: %w", err)
