@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos-net chaos-policy
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos-net chaos-policy chaos-pg
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -78,3 +78,9 @@ chaos-net: ## target cluster faults through pkg/faultnet (latency, stall, reset,
 CHAOS_POLICY_ROUNDS ?= 10
 chaos-policy: ## policy killed and restarted under roleset and billing, CHAOS_POLICY_ROUNDS rounds
 	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
+
+# docs/reliability.md, "Postgres restarted under load": make test runs one restart of each mode
+# with 16 callers; this runs CHAOS_PG_ROUNDS of each (at most 4: one revoke victim a round) with 64.
+CHAOS_PG_ROUNDS ?= 4
+chaos-pg: ## Postgres stopped fast / immediate and started under 3 replicas and 64 resolvers, CHAOS_PG_ROUNDS rounds of each
+	MILLWRIGHT_CHAOS_PG_ROUNDS=$(CHAOS_PG_ROUNDS) go test -count=1 -timeout=30m -run '^TestPostgresRestart$$' -v ./gateway/e2e/ | grep -E 'FIGURES|round|^(---|ok|FAIL|PASS)'
