@@ -5,10 +5,16 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/millwright/millwright/pkg/errs"
 )
 
 // errLagged ends a live phase whose watcher could not keep up; Watch then re-reads the table.
 var errLagged = errors.New("stream: watcher lagged")
+
+// errListenerDown ends a Watch whose listener lost its connection: until it has caught up
+// again, events committed meanwhile would reach no one (see watchPhases).
+var errListenerDown = errs.Unavailable("stream", "the stream listener lost its database connection")
 
 // Watch is the server side of the Watch RPC. It sends every event with an id greater than
 // afterID (afterID < 0: from the current head) whose kind is in kinds (empty: all), in id
@@ -100,6 +106,23 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 		}
 	}
 
+	// From here on the events come from the listener, so the stream delivers every change only
+	// while the listener is live: wait until it is before saying "caught up", and end the
+	// stream (Unavailable) as soon as it is not. A follower then drops its cache and stops
+	// vouching for it, instead of being kept live by heartbeats while an event committed during
+	// the listener's outage reaches no one (docs/reliability.md section 2).
+	up, changed := s.liveState()
+	for !up {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-lagged:
+			return errLagged
+		case <-changed:
+		}
+		up, changed = s.liveState()
+	}
+
 	// Caught up: say so at once, so a consumer knows its cache is live now rather than at the
 	// first heartbeat (a cache that serves only while its stream is live would otherwise sit
 	// idle for a whole interval after every connect).
@@ -116,6 +139,8 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 			return ctx.Err()
 		case <-lagged:
 			return errLagged
+		case <-changed:
+			return errListenerDown
 		case <-hb.C:
 			if err := send(nil, max(s.Position(), *cursor)); err != nil {
 				return err
