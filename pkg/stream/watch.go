@@ -22,8 +22,12 @@ var errListenerDown = errs.Unavailable("stream", "the stream listener lost its d
 // running), with no gap or duplicate between the two. When nothing was sent for
 // HeartbeatInterval it sends a heartbeat: send(nil, head), and it sends one as soon as the
 // backlog is drained. head is the newest id the server
-// knows of. It returns a *ResyncError when afterID (>= 0) is older than the retention window
-// (or newer than the head: the database lost history), the first error of send, or ctx.Err().
+// knows of. The first heartbeat (caught up) waits until this process's listener is live, and
+// the stream ends with Unavailable when the listener goes down: its heartbeats must never
+// vouch for a stream that cannot deliver what is committed now (a LiveFollower would keep a
+// cache answering from entries a change committed meanwhile made stale). It returns a
+// *ResyncError when afterID (>= 0) is older than the retention window (or newer than the
+// head: the database lost history), that Unavailable, the first error of send, or ctx.Err().
 //
 // A service's Watch handler calls it through ServeWatch.
 func (s *Stream) Watch(ctx context.Context, afterID int64, kinds []string, send func(e *Event, head int64) error) error {
