@@ -111,32 +111,28 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 	}
 
 	// From here on the events come from the listener, so the stream delivers every change only
-	// while the listener is live: wait until it is before saying "caught up", and end the
-	// stream (Unavailable) as soon as it is not. A follower then drops its cache and stops
+	// while the listener is live: "caught up" (the first heartbeat) waits until it is, and the
+	// stream ends (Unavailable) as soon as it is not. A follower then drops its cache and stops
 	// vouching for it, instead of being kept live by heartbeats while an event committed during
-	// the listener's outage reaches no one (docs/reliability.md section 2).
+	// the listener's outage reaches no one (docs/reliability.md section 2). Until then nothing
+	// is sent: events (nil channel) and heartbeats wait.
 	up, changed := s.liveState()
-	for !up {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-lagged:
-			return errLagged
-		case <-changed:
-		}
-		up, changed = s.liveState()
-	}
-
+	var events <-chan Event
+	hb := time.NewTimer(s.opts.HeartbeatInterval)
+	defer hb.Stop()
 	// Caught up: say so at once, so a consumer knows its cache is live now rather than at the
 	// first heartbeat (a cache that serves only while its stream is live would otherwise sit
 	// idle for a whole interval after every connect).
-	if err := send(nil, max(head, *cursor)); err != nil {
-		return err
+	caughtUp := func() error {
+		events = live
+		hb.Reset(s.opts.HeartbeatInterval)
+		return send(nil, max(head, *cursor))
 	}
-
-	// Live.
-	hb := time.NewTimer(s.opts.HeartbeatInterval)
-	defer hb.Stop()
+	if up {
+		if err := caughtUp(); err != nil {
+			return err
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,13 +140,22 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 		case <-lagged:
 			return errLagged
 		case <-changed:
-			return errListenerDown
+			if up {
+				return errListenerDown
+			}
+			if up, changed = s.liveState(); up {
+				if err := caughtUp(); err != nil {
+					return err
+				}
+			}
 		case <-hb.C:
-			if err := send(nil, max(s.Position(), *cursor)); err != nil {
-				return err
+			if up {
+				if err := send(nil, max(s.Position(), *cursor)); err != nil {
+					return err
+				}
 			}
 			hb.Reset(s.opts.HeartbeatInterval)
-		case e := <-live:
+		case e := <-events:
 			if e.Op == OpResync {
 				// The listener skipped pruned rows it had not read, so live events up to e.ID
 				// may be missing: re-read the table (which decides whether this watcher must
