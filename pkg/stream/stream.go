@@ -69,6 +69,9 @@ type Stream struct {
 	mu       sync.Mutex
 	subs     atomic.Pointer[[]*subscriber] // copy-on-write under mu; read lock-free by delivery
 	advanced chan struct{}                 // under mu; closed (and replaced) when pos advances
+	// liveChanged is closed (and replaced) under mu whenever live changes, so a Watch can stop
+	// vouching for its stream the moment the listener goes down (see setLive).
+	liveChanged chan struct{}
 
 	watchBuffer  int
 	minReconnect time.Duration
@@ -106,6 +109,7 @@ func New(pool *pgxpool.Pool, opts Options) *Stream {
 		opts:         opts,
 		log:          opts.Logger.With("component", "stream"),
 		advanced:     make(chan struct{}),
+		liveChanged:  make(chan struct{}),
 		ready:        make(chan struct{}),
 		watchBuffer:  defaultWatchBuffer,
 		minReconnect: minReconnect,
@@ -153,6 +157,30 @@ func (s *Stream) Ready() <-chan struct{} { return s.ready }
 // While it is not, events may be committed that subscribers have not seen, so a cache kept
 // fresh by them must not answer from its entries: it is the gate for serving cached answers.
 func (s *Stream) Live() bool { return s.live.Load() }
+
+// setLive records whether the listener is live (Run's goroutine only) and wakes the Watch
+// calls waiting on liveState. A Watch's heartbeats tell its followers "every change reaches
+// you now", which holds only while this listener is live: a Watch that kept heart-beating
+// through the listener's outage let a remote cache (roleset's) answer from entries that a
+// change committed meanwhile had made stale, until the listener came back and delivered it
+// (docs/reliability.md section 2, the stale "yes" after a Postgres restart).
+func (s *Stream) setLive(v bool) {
+	if s.live.Load() == v {
+		return
+	}
+	s.mu.Lock()
+	s.live.Store(v)
+	close(s.liveChanged)
+	s.liveChanged = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// liveState returns whether the listener is live and a channel closed when that changes.
+func (s *Stream) liveState() (bool, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live.Load(), s.liveChanged
+}
 
 // Position returns the id of the last event delivered to subscribers (or the head Run started
 // from). 0 before Run has connected once.
@@ -261,7 +289,7 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 	}
 	s.readyOnce.Do(func() { close(s.ready) })
 	connected()
-	defer s.live.Store(false)
+	defer s.setLive(false)
 
 	// wait is how long the next wait for a notification lasts. Only one committing writer at
 	// a time notifies (UpgradeSQL), and an event is delivered only once the transactions open
@@ -278,7 +306,7 @@ func (s *Stream) listen(ctx context.Context, connected func()) error {
 		}
 		// Live only once this connection has delivered everything committed while the last
 		// one was down: a cache may trust its entries again from here on.
-		s.live.Store(true)
+		s.setLive(true)
 		switch {
 		case delivered:
 			wait = quickPoll

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/stream"
 )
@@ -343,4 +346,109 @@ func TestRunTwice(t *testing.T) {
 	s := stream.New(pool, stream.Options{})
 	startStream(t, s)
 	require.Error(t, s.Run(context.Background()))
+}
+
+// localWatch opens s.Watch in this process as a Receiver (what a service's Watch RPC and its
+// client adapter do over gRPC): the stream ends with Watch's error.
+func localWatch(s *stream.Stream) stream.Opener {
+	return func(ctx context.Context, after int64) (stream.Receiver, error) {
+		msgs := make(chan watchMsg)
+		go func() {
+			err := s.Watch(ctx, after, nil, func(e *stream.Event, head int64) error {
+				var pe *commonv1.Event
+				if e != nil {
+					pe = stream.ToProto(e)
+				}
+				select {
+				case msgs <- watchMsg{ev: pe, head: head}:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			if err == nil {
+				err = errors.New("watch ended")
+			}
+			select {
+			case msgs <- watchMsg{err: err}:
+			case <-ctx.Done():
+			}
+		}()
+		return watchRecv{ctx: ctx, msgs: msgs}, nil
+	}
+}
+
+type watchMsg struct {
+	ev   *commonv1.Event
+	head int64
+	err  error
+}
+
+type watchRecv struct {
+	ctx  context.Context
+	msgs <-chan watchMsg
+}
+
+func (r watchRecv) Recv() (*commonv1.Event, int64, error) {
+	select {
+	case m := <-r.msgs:
+		return m.ev, m.head, m.err
+	case <-r.ctx.Done():
+		return nil, 0, r.ctx.Err()
+	}
+}
+
+// TestWatchIsNotLiveWhileItsListenerIsDown: the finding of docs/reliability.md section 2. A
+// Watch's heartbeats kept a LiveFollower live while the serving process's own listener had lost
+// its connection, so an event committed then (a revoke) reached no one, and the follower's
+// cache answered from entries the event made stale until the listener was back. The follower
+// must not be live while an event committed is not delivered: the Watch ends when its
+// listener goes down, and a new Watch says it is caught up only once the listener is live.
+func TestWatchIsNotLiveWhileItsListenerIsDown(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	o := newOutage(t)
+	// Heartbeats far more often than the listener reconnects (1-2 s).
+	o.s = stream.New(o.pool, stream.Options{PollInterval: time.Hour, HeartbeatInterval: 20 * time.Millisecond})
+	stream.SetMinReconnect(o.s, 2*time.Second)
+	startStream(t, o.s)
+	require.Eventually(t, o.s.Live, 5*time.Second, 5*time.Millisecond)
+
+	var drops atomic.Int64
+	f := stream.NewLiveFollower(stream.LiveOptions{
+		Open: localWatch(o.s), Apply: func(stream.Event) {}, Drop: func() { drops.Add(1) },
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	defer func() { cancel(); require.ErrorIs(t, <-done, context.Canceled) }()
+	require.Eventually(t, f.Live, 5*time.Second, 5*time.Millisecond)
+
+	for round := range 2 {
+		o.kill(t)
+		require.Eventually(t, func() bool { return !o.s.Live() }, 5*time.Second, time.Millisecond)
+		insertItem(t, o.pool, fmt.Sprintf("revoke-%d", round)) // reaches no listener
+		rev, err := stream.Head(ctx, o.pool)
+		require.NoError(t, err)
+		// Until the listener is back (1-2 s), the follower must not vouch for its cache.
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if f.Live() && f.Position() < rev {
+				t.Fatalf("round %d: follower live at position %d while event %d, committed with the server's listener down, is not delivered",
+					round, f.Position(), rev)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		// Once the listener is back, the follower is live again, its cache dropped since.
+		before := drops.Load()
+		require.Eventually(t, f.Live, 10*time.Second, 5*time.Millisecond)
+		require.Greater(t, drops.Load(), before)
+		insertItem(t, o.pool, fmt.Sprintf("after-%d", round))
+		after, err := stream.Head(ctx, o.pool)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return f.Position() >= after }, 10*time.Second, 5*time.Millisecond,
+			"events after the outage are delivered")
+	}
 }

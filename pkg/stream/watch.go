@@ -5,10 +5,16 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/millwright/millwright/pkg/errs"
 )
 
 // errLagged ends a live phase whose watcher could not keep up; Watch then re-reads the table.
 var errLagged = errors.New("stream: watcher lagged")
+
+// errListenerDown ends a Watch whose listener lost its connection: until it has caught up
+// again, events committed meanwhile would reach no one (see watchPhases).
+var errListenerDown = errs.Unavailable("stream", "the stream listener lost its database connection")
 
 // Watch is the server side of the Watch RPC. It sends every event with an id greater than
 // afterID (afterID < 0: from the current head) whose kind is in kinds (empty: all), in id
@@ -16,8 +22,12 @@ var errLagged = errors.New("stream: watcher lagged")
 // running), with no gap or duplicate between the two. When nothing was sent for
 // HeartbeatInterval it sends a heartbeat: send(nil, head), and it sends one as soon as the
 // backlog is drained. head is the newest id the server
-// knows of. It returns a *ResyncError when afterID (>= 0) is older than the retention window
-// (or newer than the head: the database lost history), the first error of send, or ctx.Err().
+// knows of. The first heartbeat (caught up) waits until this process's listener is live, and
+// the stream ends with Unavailable when the listener goes down: its heartbeats must never
+// vouch for a stream that cannot deliver what is committed now (a LiveFollower would keep a
+// cache answering from entries a change committed meanwhile made stale). It returns a
+// *ResyncError when afterID (>= 0) is older than the retention window (or newer than the
+// head: the database lost history), that Unavailable, the first error of send, or ctx.Err().
 //
 // A service's Watch handler calls it through ServeWatch.
 func (s *Stream) Watch(ctx context.Context, afterID int64, kinds []string, send func(e *Event, head int64) error) error {
@@ -100,28 +110,52 @@ func (s *Stream) watchPhases(ctx context.Context, cursor *int64, match func(*Eve
 		}
 	}
 
+	// From here on the events come from the listener, so the stream delivers every change only
+	// while the listener is live: "caught up" (the first heartbeat) waits until it is, and the
+	// stream ends (Unavailable) as soon as it is not. A follower then drops its cache and stops
+	// vouching for it, instead of being kept live by heartbeats while an event committed during
+	// the listener's outage reaches no one (docs/reliability.md section 2). Until then nothing
+	// is sent: events (nil channel) and heartbeats wait.
+	up, changed := s.liveState()
+	var events <-chan Event
+	hb := time.NewTimer(s.opts.HeartbeatInterval)
+	defer hb.Stop()
 	// Caught up: say so at once, so a consumer knows its cache is live now rather than at the
 	// first heartbeat (a cache that serves only while its stream is live would otherwise sit
 	// idle for a whole interval after every connect).
-	if err := send(nil, max(head, *cursor)); err != nil {
-		return err
+	caughtUp := func() error {
+		events = live
+		hb.Reset(s.opts.HeartbeatInterval)
+		return send(nil, max(head, *cursor))
 	}
-
-	// Live.
-	hb := time.NewTimer(s.opts.HeartbeatInterval)
-	defer hb.Stop()
+	if up {
+		if err := caughtUp(); err != nil {
+			return err
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-lagged:
 			return errLagged
+		case <-changed:
+			if up {
+				return errListenerDown
+			}
+			if up, changed = s.liveState(); up {
+				if err := caughtUp(); err != nil {
+					return err
+				}
+			}
 		case <-hb.C:
-			if err := send(nil, max(s.Position(), *cursor)); err != nil {
-				return err
+			if up {
+				if err := send(nil, max(s.Position(), *cursor)); err != nil {
+					return err
+				}
 			}
 			hb.Reset(s.opts.HeartbeatInterval)
-		case e := <-live:
+		case e := <-events:
 			if e.Op == OpResync {
 				// The listener skipped pruned rows it had not read, so live events up to e.ID
 				// may be missing: re-read the table (which decides whether this watcher must
