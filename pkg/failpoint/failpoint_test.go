@@ -83,3 +83,9 @@ func TestSites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"test/other", "test/step"}, got)
 }
+
+func TestCheckNames(t *testing.T) {
+	require.NoError(t, CheckNames([]string{"test/step", "test/other"}, "testdata"))
+	err := CheckNames([]string{"test/step", "test/gone"}, "testdata")
+	require.ErrorContains(t, err, "sites not listed: [test/other]; listed without a site: [test/gone]")
+}

@@ -1,6 +1,7 @@
 package failpoint
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,4 +38,28 @@ func Sites(dirs ...string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// CheckNames returns an error naming the differences between a service's list of failpoints
+// and the sites under dirs (Sites): a site the list lacks, or a listed name with no site.
+func CheckNames(names []string, dirs ...string) error {
+	sites, err := Sites(dirs...)
+	if err != nil {
+		return err
+	}
+	var missing, stale []string
+	for _, s := range sites {
+		if !slices.Contains(names, s) {
+			missing = append(missing, s)
+		}
+	}
+	for _, n := range names {
+		if !slices.Contains(sites, n) {
+			stale = append(stale, n)
+		}
+	}
+	if len(missing)+len(stale) > 0 {
+		return fmt.Errorf("failpoints: sites not listed: %v; listed without a site: %v", missing, stale)
+	}
+	return nil
 }
