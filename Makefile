@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos-net chaos-policy
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos chaos-net chaos-policy
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -78,3 +78,8 @@ chaos-net: ## target cluster faults through pkg/faultnet (latency, stall, reset,
 CHAOS_POLICY_ROUNDS ?= 10
 chaos-policy: ## policy killed and restarted under roleset and billing, CHAOS_POLICY_ROUNDS rounds
 	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
+
+# docs/reliability.md, "Process kills at named failpoints": make test runs 50 cycles.
+CHAOS_CYCLES ?= 1000
+chaos: ## the fault build of roleset SIGKILLed at a random failpoint and restarted, CHAOS_CYCLES cycles, invariants checked after each
+	MILLWRIGHT_CHAOS_CYCLES=$(CHAOS_CYCLES) go test -count=1 -timeout=120m -run '^TestChaosKills$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'

@@ -75,7 +75,7 @@ func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
 		go func() { waitErr = cmd.Wait(); close(exited) }()
 		p.stopOnce = sync.Once{}
 		p.stop = func() { cancel(); <-exited }
-		waitServing(t, p.Addr, exited, func() error { return waitErr })
+		WaitServing(t, p.Addr, exited, func() error { return waitErr })
 	}
 	p.start(t)
 	t.Cleanup(p.Stop)
@@ -93,9 +93,9 @@ func (p *Policy) Restart(t testing.TB) {
 // Stop kills policy (SIGKILL) and waits for it to exit; calling it again does nothing.
 func (p *Policy) Stop() { p.stopOnce.Do(p.stop) }
 
-// waitServing polls grpc.health.v1 at addr until it says SERVING (30 s at most), failing at
-// once if the process exits first.
-func waitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func() error) {
+// WaitServing polls grpc.health.v1 at addr until it says SERVING (30 s at most), failing at
+// once if the process (closing exited when it ends) exits first.
+func WaitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func() error) {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -111,11 +111,11 @@ func waitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func
 		}
 		select {
 		case <-exited:
-			t.Fatalf("policy exited before serving: %v (its log is on stderr)", exitErr())
+			t.Fatalf("the process of %s exited before serving: %v (its log is on stderr)", addr, exitErr())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("policy at %s not SERVING after 30 s: %v %v", addr, resp.GetStatus(), err)
+			t.Fatalf("%s not SERVING after 30 s: %v %v", addr, resp.GetStatus(), err)
 		}
 	}
 }
