@@ -79,7 +79,10 @@ CHAOS_POLICY_ROUNDS ?= 10
 chaos-policy: ## policy killed and restarted under roleset and billing, CHAOS_POLICY_ROUNDS rounds
 	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
 
-# docs/reliability.md, "Process kills at named failpoints": make test runs 50 cycles.
+# docs/reliability.md, "Process kills at named failpoints": make test runs 50 roleset cycles
+# and no policy cycle.
 CHAOS_CYCLES ?= 1000
-chaos: ## the fault build of roleset SIGKILLed at a random failpoint and restarted, CHAOS_CYCLES cycles, invariants checked after each
-	MILLWRIGHT_CHAOS_CYCLES=$(CHAOS_CYCLES) go test -count=1 -timeout=120m -run '^TestChaosKills$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
+CHAOS_POLICY_KILLS ?= 50
+chaos: ## fault builds SIGKILLed at random failpoints and restarted, invariants after each: CHAOS_CYCLES of roleset, CHAOS_POLICY_KILLS of policy (under billing)
+	MILLWRIGHT_CHAOS_CYCLES=$(CHAOS_CYCLES) go test -count=1 -timeout=180m -run '^TestChaosKills$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
+	MILLWRIGHT_CHAOS_POLICY_KILLS=$(CHAOS_POLICY_KILLS) go test -count=1 -timeout=60m -run '^TestChaosPolicyKills$$' -v ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
