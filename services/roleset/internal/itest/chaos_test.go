@@ -40,7 +40,7 @@ import (
 // swept; roles created, disabled, enabled and deleted; proxy tickets issued, used and revoked
 // by the re-judge; events of both streams), SIGKILLed by the failpoint, restarted unarmed, and
 // then the invariants are checked (checkChaos). MILLWRIGHT_CHAOS_CYCLES cycles (make chaos:
-// 1,000; make test: 50 short ones... see chaosCycles).
+// 1,000; make test: 50, about 2 minutes).
 func TestChaosKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the fault build of roleset and kills it")
@@ -94,6 +94,9 @@ func TestChaosKills(t *testing.T) {
 		p.start(t, "")
 		recovery = append(recovery, p.firstResolve(t, f, start))
 		f.checkChaos(t, p, fol)
+		if (i+1)%100 == 0 && i+1 < cycles { // figures so far, for a long run stopped early
+			reportChaos(t, i+1, counts, recovery)
+		}
 	}
 	reportChaos(t, cycles, counts, recovery)
 }
