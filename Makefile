@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos chaos-net chaos-policy
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos chaos-net chaos-policy chaos-pg
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -86,3 +86,9 @@ CHAOS_POLICY_KILLS ?= 50
 chaos: ## fault builds SIGKILLed at random failpoints and restarted, invariants after each: CHAOS_CYCLES of roleset, CHAOS_POLICY_KILLS of policy (under billing)
 	MILLWRIGHT_CHAOS_CYCLES=$(CHAOS_CYCLES) go test -count=1 -timeout=180m -run '^TestChaosKills$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
 	MILLWRIGHT_CHAOS_POLICY_KILLS=$(CHAOS_POLICY_KILLS) go test -count=1 -timeout=60m -run '^TestChaosPolicyKills$$' -v ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
+
+# docs/reliability.md, "Postgres restarted under load": make test runs one restart of each mode
+# with 16 callers; this runs CHAOS_PG_ROUNDS of each (at most 4: one revoke victim a round) with 64.
+CHAOS_PG_ROUNDS ?= 4
+chaos-pg: ## Postgres stopped fast / immediate and started under 3 replicas and 64 resolvers, CHAOS_PG_ROUNDS rounds of each
+	MILLWRIGHT_CHAOS_PG_ROUNDS=$(CHAOS_PG_ROUNDS) go test -count=1 -timeout=30m -run '^TestPostgresRestart$$' -v ./gateway/e2e/ | grep -E 'FIGURES|round|^(---|ok|FAIL|PASS)'

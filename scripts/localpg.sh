@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # localpg.sh: the PostgreSQL `make run` uses when DATABASE_URL is not set.
 #
-#   scripts/localpg.sh start|stop|status|url
+#   scripts/localpg.sh start|stop [fast|immediate]|status|url
 #
+# stop's mode is pg_ctl's shutdown mode: fast (the default: sessions ended, a checkpoint) or
+# immediate (no checkpoint: crash recovery on the next start), which the Postgres restart test
+# uses (docs/reliability.md).
 # Data lives in $ROOT/.run/pg (gitignored) and is reused across runs; initdb only runs when it
 # is missing. The superuser password is generated once into .run/pg-password (mode 600) and
 # every login needs it (scram-sha-256), so the dev server behaves like a real one. Listens on
@@ -111,18 +114,20 @@ EOF
 }
 
 stop() {
+  local mode=${1:-fast}
+  [[ $mode == fast || $mode == immediate ]] || die "stop mode must be fast or immediate, not $mode"
   running || return 0
   local out
-  out=$(pg_ctl -s -w -t 60 -m fast stop 2>&1) || { echo "$out" >&2; log_tail; die "server did not stop"; }
+  out=$(pg_ctl -s -w -t 60 -m "$mode" stop 2>&1) || { echo "$out" >&2; log_tail; die "server did not stop"; }
 }
 
 case ${1:-} in
   start) start ;;
-  stop) stop ;;
+  stop) stop "${2:-fast}" ;;
   status)
     if running; then echo "running on 127.0.0.1:$(port) (data $DATA)"; else echo "stopped"; exit 3; fi ;;
   url)
     [[ -s $PWFILE ]] || die "no password yet: run '$0 start' first"
     echo "postgres://postgres:$(cat "$PWFILE")@127.0.0.1:$(port)/postgres?sslmode=disable" ;;
-  *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop [fast|immediate]|status|url" >&2; exit 2 ;;
 esac

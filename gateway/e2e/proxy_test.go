@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
@@ -27,12 +26,7 @@ func TestProxyViewerLeavesGroup(t *testing.T) {
 	needsStack(t)
 	st := StartStack(t)
 	ctx := context.Background()
-	dial := func(addr string) *grpc.ClientConn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cc.Close() })
-		return cc
-	}
+	dial := func(addr string) *grpc.ClientConn { return dialT(t, addr) }
 	groups := policyv1.NewWorkspaceServiceClient(dial(st.Policy))
 	conns := rolesetv1.NewConnectionServiceClient(dial(st.Roleset))
 	admin := repBearer(ctx, st.AdminToken(t))

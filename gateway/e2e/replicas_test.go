@@ -54,12 +54,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dial := func(addr string) *grpc.ClientConn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cc.Close() })
-		return cc
-	}
+	dial := func(addr string) *grpc.ClientConn { return dialT(t, addr) }
 	polA, polB := dial(st.Policy), dial(b.policy)
 	rsA, rsB := dial(st.Roleset), dial(b.roleset)
 
@@ -174,14 +169,8 @@ func TestReplicasEndToEnd(t *testing.T) {
 
 	rolesA, rolesB := rolesetv1.NewRoleServiceClient(rsA), rolesetv1.NewRoleServiceClient(rsB)
 	connA, connB := rolesetv1.NewConnectionServiceClient(rsA), rolesetv1.NewConnectionServiceClient(rsB)
-	// These cases are about set logins across replicas (their names, retires and sweeps): the
-	// demo's data table goes to direct mode, whose answer is the login itself (in proxy mode it
-	// is a ticket for it; roleset/internal/itest TestProxyTickets covers the proxy).
-	_, err = rolesetv1.NewDatatableServiceClient(rsA).UpsertDatatable(admin, &rolesetv1.UpsertDatatableRequest{
-		Workspace: "demo", Name: "main", ClusterId: "local", Database: "millwright_demo", AdminUser: "millwright_demo_admin",
-		AdminPassword: st.Token(t, "demo-admin-password"), DefaultRole: "$none",
-		CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT})
-	require.NoError(t, err)
+	// These cases are about set logins across replicas (their names, retires and sweeps).
+	directMode(admin, t, st, rolesetv1.NewDatatableServiceClient(rsA))
 	resolve := func(c rolesetv1.ConnectionServiceClient, viewer string) (*rolesetv1.ResolveConnectionResponse, error) {
 		return c.ResolveConnection(repBearer(ctx, jobs[viewer]), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main?as=viewer"})
 	}

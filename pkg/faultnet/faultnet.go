@@ -62,7 +62,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // HostPort is Addr split, for configurations that take them apart.
 func (p *Proxy) HostPort() (string, int) {
-	a := p.ln.Addr().(*net.TCPAddr)
+	a, _ := p.ln.Addr().(*net.TCPAddr) // Listen makes a TCP listener
 	return a.IP.String(), a.Port
 }
 
@@ -146,7 +146,9 @@ func (p *Proxy) accept() {
 		}
 		if p.refusing {
 			p.mu.Unlock()
-			_ = c.(*net.TCPConn).SetLinger(0)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // a reset, not a close
+			}
 			_ = c.Close()
 			continue
 		}

@@ -161,39 +161,39 @@ func TestStallHoldsNewConnections(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestReset: open connections end with ECONNRESET, not a clean EOF; new ones work.
-func TestReset(t *testing.T) {
-	p := start(t)
-	c := connect(t, p)
-	_, err := roundTrip(c, "before", time.Second)
-	require.NoError(t, err)
-	p.Reset()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	_, err = c.Read(make([]byte, 1))
-	require.ErrorIs(t, err, syscall.ECONNRESET)
-	require.Eventually(t, func() bool { return p.Conns() == 0 }, time.Second, 5*time.Millisecond)
-	c2 := connect(t, p)
-	_, err = roundTrip(c2, "after", time.Second)
-	require.NoError(t, err)
-}
-
-// TestRefuse: open and new connections are reset until the heal.
-func TestRefuse(t *testing.T) {
-	p := start(t)
-	c := connect(t, p)
-	_, err := roundTrip(c, "before", time.Second)
-	require.NoError(t, err)
-	p.Refuse()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	_, err = c.Read(make([]byte, 1))
-	require.ErrorIs(t, err, syscall.ECONNRESET)
-	c2 := connect(t, p) // the kernel completes the handshake; the proxy resets it at accept
-	_ = c2.SetDeadline(time.Now().Add(2 * time.Second))
-	_, err = c2.Read(make([]byte, 1))
-	require.ErrorIs(t, err, syscall.ECONNRESET)
-	p.Heal()
-	_, err = roundTrip(connect(t, p), "after", time.Second)
-	require.NoError(t, err)
+// TestResetAndRefuse: both end open connections with ECONNRESET, not a clean EOF. After a
+// Reset new connections work at once; under Refuse they are reset too, until the heal.
+func TestResetAndRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fault   func(*Proxy)
+		refuses bool
+	}{
+		{"reset", (*Proxy).Reset, false},
+		{"refuse", (*Proxy).Refuse, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t)
+			c := connect(t, p)
+			_, err := roundTrip(c, "before", time.Second)
+			require.NoError(t, err)
+			tc.fault(p)
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			_, err = c.Read(make([]byte, 1))
+			require.ErrorIs(t, err, syscall.ECONNRESET)
+			if tc.refuses {
+				c2 := connect(t, p) // the kernel completes the handshake; the proxy resets it at accept
+				_ = c2.SetDeadline(time.Now().Add(2 * time.Second))
+				_, err = c2.Read(make([]byte, 1))
+				require.ErrorIs(t, err, syscall.ECONNRESET)
+				p.Heal()
+			} else {
+				require.Eventually(t, func() bool { return p.Conns() == 0 }, time.Second, 5*time.Millisecond)
+			}
+			_, err = roundTrip(connect(t, p), "after", time.Second)
+			require.NoError(t, err)
+		})
+	}
 }
 
 // TestCloseEndsEverything: Close ends held and black-holed connections and their goroutines
