@@ -474,10 +474,10 @@ func (c *chaosFollower) check(t *testing.T, f *fixture) {
 		got = c.ids
 	}
 	if !slices.Equal(want, got) {
-		var kinds []string
 		rows, err := f.r.pool.Query(ctx, `SELECT id || ' ' || kind || ' ' || op || ' ' || key FROM stream_outbox WHERE id > $1 ORDER BY id`, c.start)
 		require.NoError(t, err)
-		kinds, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+		kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
 		require.Equal(t, want, got, "the follower's ids are not the committed ones (gap, duplicate or order); outbox: %v", kinds)
 	}
 }
