@@ -275,11 +275,13 @@ func (f *fixture) chaosWorkload(t *testing.T, p *chaosProc, cycle int) {
 	if p.dead() || c == nil {
 		return
 	}
-	if conn, err := pgx.Connect(ctx, loginDSN(c.GetHost(), int(c.GetPort()), c.GetUser(), c.GetPassword(), c.GetDatabase())); err == nil {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a session cut mid-handshake must not hang the test
+	defer cancel()
+	if conn, err := pgx.Connect(sctx, loginDSN(c.GetHost(), int(c.GetPort()), c.GetUser(), c.GetPassword(), c.GetDatabase())); err == nil {
 		defer conn.Close(ctx)
 		f.policy.finish(tok)
 		deadline := time.Now().Add(2 * time.Second)
-		for !p.dead() && time.Now().Before(deadline) && conn.Ping(ctx) == nil {
+		for !p.dead() && time.Now().Before(deadline) && conn.Ping(sctx) == nil {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
