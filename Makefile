@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos-net chaos-policy chaos-pg
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos chaos-net chaos-policy chaos-pg
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -78,6 +78,14 @@ chaos-net: ## target cluster faults through pkg/faultnet (latency, stall, reset,
 CHAOS_POLICY_ROUNDS ?= 10
 chaos-policy: ## policy killed and restarted under roleset and billing, CHAOS_POLICY_ROUNDS rounds
 	MILLWRIGHT_CHAOS_POLICY_ROUNDS=$(CHAOS_POLICY_ROUNDS) go test -count=1 -timeout=30m -run '^TestPolicyDown$$' -v ./services/roleset/internal/itest/ ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)'
+
+# docs/reliability.md, "Process kills at named failpoints": make test runs 50 roleset cycles
+# and no policy cycle.
+CHAOS_CYCLES ?= 1000
+CHAOS_POLICY_KILLS ?= 50
+chaos: ## fault builds SIGKILLed at random failpoints and restarted, invariants after each: CHAOS_CYCLES of roleset, CHAOS_POLICY_KILLS of policy (under billing)
+	MILLWRIGHT_CHAOS_CYCLES=$(CHAOS_CYCLES) go test -count=1 -timeout=180m -run '^TestChaosKills$$' -v ./services/roleset/internal/itest/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
+	MILLWRIGHT_CHAOS_POLICY_KILLS=$(CHAOS_POLICY_KILLS) go test -count=1 -timeout=60m -run '^TestChaosPolicyKills$$' -v ./services/billing/internal/app/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|chaos_test'
 
 # docs/reliability.md, "Postgres restarted under load": make test runs one restart of each mode
 # with 16 callers; this runs CHAOS_PG_ROUNDS of each (at most 4: one revoke victim a round) with 64.

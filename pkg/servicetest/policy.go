@@ -25,6 +25,8 @@ type PolicyOptions struct {
 	// BillingAddr is the billing service policy prices seat-adding changes with; empty runs
 	// policy with --no-billing (member writes are not priced).
 	BillingAddr string
+	// BuildFlags are extra go build flags (e.g. "-tags=failpoints": the fault build).
+	BuildFlags []string
 }
 
 // Policy is the real policy binary serving beside a test on its own migrated database.
@@ -34,9 +36,10 @@ type Policy struct {
 	// DSN is its database (for a failing test to dump what policy wrote).
 	DSN string
 
-	start    func(testing.TB)
+	start    func(testing.TB, ...string)
 	stop     func()
 	stopOnce sync.Once
+	exited   chan struct{}
 }
 
 // StartPolicy builds the policy command, migrates a fresh database with its own migrate
@@ -46,7 +49,7 @@ type Policy struct {
 // production runs it.
 func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
 	t.Helper()
-	bin := BuildPolicy(t)
+	bin := Build(t, "./services/policy/cmd/policy", o.BuildFlags...)
 	p := &Policy{Addr: FreeAddr(t)}
 	p.DSN = pgtest.NewDatabase(t, "policy", func(ctx context.Context, dsn string) error {
 		mig := exec.CommandContext(ctx, bin, "migrate")
@@ -62,12 +65,13 @@ func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
 	} else {
 		args = append(args, "--billing-addr", o.BillingAddr)
 	}
-	p.start = func(t testing.TB) {
+	p.start = func(t testing.TB, env ...string) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cmd := exec.CommandContext(ctx, bin, args...) // cancel: SIGKILL
 		// Secrets in the environment, never on a command line (ps shows those to every user).
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+p.DSN,
 			"MILLWRIGHT_ADMIN_TOKEN="+o.AdminToken, "MILLWRIGHT_SERVICE_TOKEN="+o.ServiceToken)
+		cmd.Env = append(cmd.Env, env...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		require.NoError(t, cmd.Start())
 		exited := make(chan struct{})
@@ -75,7 +79,8 @@ func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
 		go func() { waitErr = cmd.Wait(); close(exited) }()
 		p.stopOnce = sync.Once{}
 		p.stop = func() { cancel(); <-exited }
-		waitServing(t, p.Addr, exited, func() error { return waitErr })
+		p.exited = exited
+		WaitServing(t, p.Addr, exited, func() error { return waitErr })
 	}
 	p.start(t)
 	t.Cleanup(p.Stop)
@@ -84,18 +89,25 @@ func StartPolicy(t testing.TB, o PolicyOptions) *Policy {
 
 // Restart kills policy (SIGKILL) if it runs and starts it again on the same address and
 // database, returning once it is SERVING: a crash and a supervisor's restart.
-func (p *Policy) Restart(t testing.TB) {
+func (p *Policy) Restart(t testing.TB) { p.RestartWith(t) }
+
+// RestartWith is Restart with extra environment entries for the new process (e.g.
+// failpoint.Arm: a fault build armed to crash at a named failpoint).
+func (p *Policy) RestartWith(t testing.TB, env ...string) {
 	t.Helper()
 	p.Stop()
-	p.start(t)
+	p.start(t, env...)
 }
+
+// Exited is closed when the current process has exited (killed by Stop, or on its own).
+func (p *Policy) Exited() <-chan struct{} { return p.exited }
 
 // Stop kills policy (SIGKILL) and waits for it to exit; calling it again does nothing.
 func (p *Policy) Stop() { p.stopOnce.Do(p.stop) }
 
-// waitServing polls grpc.health.v1 at addr until it says SERVING (30 s at most), failing at
-// once if the process exits first.
-func waitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func() error) {
+// WaitServing polls grpc.health.v1 at addr until it says SERVING (30 s at most), failing at
+// once if the process (closing exited when it ends) exits first.
+func WaitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func() error) {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -111,11 +123,11 @@ func waitServing(t testing.TB, addr string, exited <-chan struct{}, exitErr func
 		}
 		select {
 		case <-exited:
-			t.Fatalf("policy exited before serving: %v (its log is on stderr)", exitErr())
+			t.Fatalf("the process of %s exited before serving: %v (its log is on stderr)", addr, exitErr())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("policy at %s not SERVING after 30 s: %v %v", addr, resp.GetStatus(), err)
+			t.Fatalf("%s not SERVING after 30 s: %v %v", addr, resp.GetStatus(), err)
 		}
 	}
 }

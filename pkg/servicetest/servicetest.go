@@ -19,10 +19,15 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// BuildPolicy builds the policy command into a temporary directory and returns its path. It
-// builds inside the Go workspace (found from the test's directory), so the policy module
-// resolves; the build cache makes repeat builds quick.
-func BuildPolicy(t testing.TB) string {
+// BuildPolicy builds the policy command into a temporary directory and returns its path.
+func BuildPolicy(t testing.TB) string { return Build(t, "./services/policy/cmd/policy") }
+
+// Build builds the command at pkg (a path from the repository root, e.g.
+// "./services/roleset/cmd/roleset") with the extra go build flags (e.g. "-tags=failpoints",
+// the fault build) into a temporary directory and returns its path. It builds inside the Go
+// workspace (found from the test's directory), so the service modules resolve; the build cache
+// makes repeat builds quick.
+func Build(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	require.NoError(t, err)
@@ -34,11 +39,11 @@ func BuildPolicy(t testing.TB) string {
 		require.NotEqual(t, dir, parent, "no go.work above the test's directory")
 		dir = parent
 	}
-	bin := filepath.Join(t.TempDir(), "policy")
-	cmd := exec.Command("go", "build", "-o", bin, "./services/policy/cmd/policy")
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), pkg)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build policy: %s", out)
+	require.NoError(t, err, "go build %s: %s", pkg, out)
 	return bin
 }
 

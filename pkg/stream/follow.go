@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/millwright/millwright/pkg/failpoint"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 )
 
@@ -125,9 +126,11 @@ func followOnce(ctx context.Context, o *FollowOptions, resumeAt *int64, progress
 			if e.ID <= last {
 				continue // a server must not resend, but if it does, never apply twice
 			}
+			failpoint.Hit("stream/follow/received") // received, not yet applied
 			if err := o.Apply(ctx, e); err != nil {
 				return fmt.Errorf("stream: apply %d: %w", e.ID, err)
 			}
+			failpoint.Hit("stream/follow/applied")
 			last = e.ID
 		}
 		// Only real progress resets the backoff: an event that keeps failing to apply must

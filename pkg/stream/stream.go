@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/millwright/millwright/pkg/failpoint"
 )
 
 // Options tune a Stream; the zero value gives the defaults.
@@ -413,6 +415,9 @@ func (s *Stream) catchUp(ctx context.Context, conn *pgx.Conn, b *barrier) (deliv
 			s.deliver([]Event{{ID: head, Op: OpResync, CreatedAt: time.Now()}})
 			delivered = true
 			continue
+		}
+		if len(evs) > 0 {
+			failpoint.Hit("stream/listen/read") // read from the outbox, not yet delivered
 		}
 		s.deliver(evs)
 		delivered = delivered || len(evs) > 0

@@ -106,6 +106,25 @@ func TestWatchBacklogThenLive(t *testing.T) {
 	}
 }
 
+// TestWatchBeforeReady: a Watch opened before the listener has its start position (a
+// restarted replica takes RPCs at once) must not skip the events committed between its backlog
+// read and that position.
+func TestWatchBeforeReady(t *testing.T) {
+	leakCheck(t)
+	pool := pgtest.Pool(t, newDB(t))
+	insertItem(t, pool, "before")
+	s := stream.New(pool, stream.Options{})
+	ch, stop := watch(t, s, 0, nil, 0)
+	time.Sleep(100 * time.Millisecond) // long enough for a Watch that does not wait to read its backlog
+	insertItem(t, pool, "between")     // committed before Run takes its start position
+	startStream(t, s)
+	insertItem(t, pool, "after")
+	head := waitHead(t, s, pool)
+	got := ids(collectUntil(t, ch, head))
+	require.NoError(t, ignoreCanceled(stop()))
+	require.Equal(t, outboxIDs(t, pool), got)
+}
+
 func ignoreCanceled(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -31,9 +31,15 @@ type pair struct {
 	bill billingv1.BillingServiceClient
 	// stopBilling stops billing (idempotent; also run at cleanup).
 	stopBilling func()
+	// policy is the policy process; billingDSN billing's database.
+	policy     *servicetest.Policy
+	billingDSN string
 }
 
-func startPair(t *testing.T) *pair {
+func startPair(t *testing.T) *pair { return startPairWith(t) }
+
+// startPairWith is startPair with extra go build flags for policy (e.g. the fault build).
+func startPairWith(t *testing.T, policyBuildFlags ...string) *pair {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the policy binary")
@@ -41,7 +47,7 @@ func startPair(t *testing.T) *pair {
 	ctx := context.Background()
 	billingAddr := servicetest.FreeAddr(t)
 	policy := servicetest.StartPolicy(t, servicetest.PolicyOptions{AdminToken: adminToken, ServiceToken: serviceToken,
-		BillingAddr: billingAddr})
+		BillingAddr: billingAddr, BuildFlags: policyBuildFlags})
 	policyAddr, policyDSN := policy.Addr, policy.DSN
 
 	billingDSN := billingtest.NewDB(t)
@@ -96,7 +102,7 @@ func startPair(t *testing.T) *pair {
 	require.NoError(t, err)
 	t.Cleanup(func() { bcc.Close() })
 	p := &pair{ws: policyv1.NewWorkspaceServiceClient(pcc), set: policyv1.NewSettingsServiceClient(pcc),
-		bill: billingv1.NewBillingServiceClient(bcc), stopBilling: stopBilling}
+		bill: billingv1.NewBillingServiceClient(bcc), stopBilling: stopBilling, policy: policy, billingDSN: billingDSN}
 	require.Eventually(t, func() bool {
 		_, err := p.bill.GetSeatUsage(ctx, &billingv1.GetSeatUsageRequest{})
 		return err == nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/millwright/millwright/pkg/failpoint"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
 
@@ -74,9 +75,11 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch rul
 		if !ch.Before.Builder && ch.After.Builder {
 			// The builder guard trigger (migration 00003) refuses builder-on writes that did
 			// not come through here.
+			failpoint.Hit("policy/settings/before-seat-check")
 			if err := checkSeats(ctx, tx, enable, builderGuard, ws); err != nil {
 				return err
 			}
+			failpoint.Hit("policy/settings/seat-checked") // billing said yes, nothing committed
 		}
 		_, err = tx.Exec(ctx, `UPDATE workspace_settings SET operator_settings = $2::jsonb WHERE workspace_id = $1`, ws, merged)
 		return err
@@ -84,6 +87,7 @@ func (s *Store) UpdateOperatorSettings(ctx context.Context, ws string, patch rul
 	if err != nil || ch.Before == ch.After {
 		return ch, err
 	}
+	failpoint.Hit("policy/settings/committed") // committed, the caller never told
 	// The event gets its id at commit, so it is read afterwards: the newest settings event of
 	// this workspace, ours or a later one, either way at least as fresh as this change.
 	err = s.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM stream_outbox WHERE kind = 'settings' AND workspace = $1`, ws).Scan(&ch.Position)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/defaults"
+	"github.com/millwright/millwright/pkg/failpoint"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
 	"github.com/millwright/millwright/services/roleset/internal/pgproxy"
 	"github.com/millwright/millwright/services/roleset/internal/store"
@@ -237,6 +238,7 @@ func Rejudge(ctx context.Context, eng *engine.Engine, px *pgproxy.Server, logger
 		if len(refused) == 0 {
 			continue
 		}
+		failpoint.Hit("roleset/rejudge/before-close")
 		// One call for all of them: CloseSessions ends their backends in parallel.
 		n := px.CloseSessions(func(b pgproxy.Binding) bool { return refused[b.TicketID] })
 		counts.Ended.Add(int64(n))

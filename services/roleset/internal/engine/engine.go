@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/millwright/millwright/pkg/failpoint"
 	"github.com/millwright/millwright/pkg/revcache"
 	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
@@ -580,6 +581,7 @@ func (e *Engine) ensureSetLogin(ctx context.Context, cl store.Cluster, members [
 		e.step(StepEnsureRead)
 		r, err = e.store.TouchRoleSet(ctx, cl.ID, login)
 		age = 0
+		failpoint.Hit("roleset/ensure/touched")
 		e.step(StepEnsureTouched)
 	}
 	if err == nil {
@@ -595,6 +597,7 @@ func (e *Engine) ensureSetLogin(ctx context.Context, cl store.Cluster, members [
 		return "", 0, err
 	}
 	e.step(StepEnsureLocked)
+	failpoint.Hit("roleset/ensure/locked")
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if r, err := tx.RoleSet(ctx, cl.ID, login); err == nil {
 		pw, err := rowPassword(r)
@@ -622,7 +625,13 @@ func (e *Engine) ensureSetLogin(ctx context.Context, cl store.Cluster, members [
 		return "", 0, clusterRefusal(login, err)
 	}
 	if tookBack {
+		// The take-back committed on the cluster (new password), its row not yet written.
+		failpoint.Hit("roleset/takeback/after-cluster-commit")
 		e.cfg.Logger.Info("roleset: took back a set login that had no row", "login", login)
+	} else {
+		// The login is on the cluster, its row not yet written (docs/roleset.md: the crash
+		// window the next use's take-back closes).
+		failpoint.Hit("roleset/ensure/after-cluster-commit")
 	}
 	enc, err := e.cfg.Keys.Encrypt(pw, roleSetAAD(cl.ID, login))
 	if err != nil {
@@ -635,6 +644,7 @@ func (e *Engine) ensureSetLogin(ctx context.Context, cl store.Cluster, members [
 	if err := tx.Commit(ctx); err != nil {
 		return "", 0, err
 	}
+	failpoint.Hit("roleset/ensure/committed") // the row is written, the caller never told
 	return pw, 0, nil
 }
 
@@ -657,6 +667,7 @@ func (e *Engine) retireLocked(ctx context.Context, lock *store.LoginLock, cluste
 		return false, err
 	}
 	if moved {
+		failpoint.Hit("roleset/retire/journaled")
 		e.step(StepRetireMoved)
 	}
 	if !moved {
@@ -673,5 +684,6 @@ func (e *Engine) retireLocked(ctx context.Context, lock *store.LoginLock, cluste
 	if err := tc.RetireSetLogin(ctx, login); err != nil {
 		return false, err
 	}
+	failpoint.Hit("roleset/retire/dropped") // the login is gone, its journal entry not
 	return true, lock.FinishJournal(ctx)
 }

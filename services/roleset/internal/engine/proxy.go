@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/millwright/millwright/pkg/failpoint"
 	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/store"
 	"github.com/millwright/millwright/services/roleset/internal/ticket"
@@ -50,9 +51,11 @@ func (e *Engine) issueTicket(ctx context.Context, token string, ref datatableref
 	if tk.TokenEnc, err = e.cfg.Keys.Encrypt(token, ticketAAD(tk.ID)); err != nil {
 		return Connection{}, err
 	}
+	failpoint.Hit("roleset/ticket/before-insert")
 	if _, err := e.store.CreateTicket(ctx, tk); err != nil {
 		return Connection{}, err
 	}
+	failpoint.Hit("roleset/ticket/inserted") // stored, the caller never told
 	c.Host, c.Port, c.User, c.Password, c.Proxy = p.Host, p.Port, tk.ID, secretText, true
 	return c, nil
 }
@@ -113,10 +116,12 @@ func (e *Engine) TicketUpstream(ctx context.Context, id string) (Upstream, error
 }
 
 func (e *Engine) revokeTicket(ctx context.Context, tk ticket.Ticket, why string) {
+	failpoint.Hit("roleset/ticket/before-revoke")
 	if _, err := e.store.RevokeTicket(ctx, tk.ID); err != nil {
 		e.cfg.Logger.Warn("revoke ticket", "ticket", tk.ID, "error", err)
 		return
 	}
+	failpoint.Hit("roleset/ticket/revoked") // revoked, its sessions not yet closed
 	e.cfg.Logger.Info("ticket revoked: its decision no longer holds", "ticket", tk.ID, "workspace", tk.Workspace,
 		"job_id", tk.JobID, "datatable", tk.Datatable, "why", why)
 }

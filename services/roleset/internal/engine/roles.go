@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/millwright/millwright/pkg/failpoint"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 	"github.com/millwright/millwright/services/roleset/internal/secret"
 	"github.com/millwright/millwright/services/roleset/internal/store"
@@ -63,6 +64,7 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 	if err != nil {
 		return r, err
 	}
+	failpoint.Hit("roleset/role-create/row-creating")
 	pw := secret.NewPassword()
 	oid, err := tc.CreateRole(ctx, name, secret.ScramVerifier(pw, e.cfg.Iterations), e.roleProof(r.ID))
 	if errors.Is(err, target.ErrRoleExists) || errors.Is(err, target.ErrNotOurs) {
@@ -78,11 +80,16 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 	if err != nil {
 		return r, clusterRefusal(name, err)
 	}
+	failpoint.Hit("roleset/role-create/cluster-created") // on the cluster, the row still creating
 	enc, err := e.cfg.Keys.Encrypt(pw, roleAAD(r.ID))
 	if err != nil {
 		return r, err
 	}
-	return c.MarkRoleReady(ctx, r.ID, oid, enc)
+	r, err = c.MarkRoleReady(ctx, r.ID, oid, enc)
+	if err == nil {
+		failpoint.Hit("roleset/role-create/ready")
+	}
+	return r, err
 }
 
 func (e *Engine) readyRole(ctx context.Context, id int64) (store.Role, *target.Cluster, error) {
@@ -112,6 +119,7 @@ func (e *Engine) SetRoleEnabled(ctx context.Context, id int64, enabled bool) (st
 		if err := tc.SetRoleLogin(ctx, r.Name, true); err != nil {
 			return r, err
 		}
+		failpoint.Hit("roleset/role-enable/cluster-login") // LOGIN on the cluster, catalog still disabled
 		r, err = e.store.SetRoleEnabled(ctx, id, true)
 		e.DropConnections()
 		return r, err
@@ -119,6 +127,7 @@ func (e *Engine) SetRoleEnabled(ctx context.Context, id int64, enabled bool) (st
 	if r, err = e.store.SetRoleEnabled(ctx, id, false); err != nil {
 		return r, err
 	}
+	failpoint.Hit("roleset/role-disable/catalog") // disabled in the catalog, not yet on the cluster
 	e.DropConnections()
 	return r, e.retireRole(ctx, r, tc)
 }
@@ -129,6 +138,7 @@ func (e *Engine) retireRole(ctx context.Context, r store.Role, tc *target.Cluste
 	if err := tc.SetRoleLogin(ctx, r.Name, false); err != nil {
 		return err
 	}
+	failpoint.Hit("roleset/role-disable/nologin") // own login NOLOGIN, set logins not yet retired
 	sets, err := e.store.RoleSetsHolding(ctx, r.ID)
 	if err != nil {
 		return err
@@ -174,6 +184,7 @@ func (e *Engine) DeleteRole(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
+	failpoint.Hit("roleset/role-delete/marked")
 	e.DropConnections()
 	return e.finishDelete(ctx, r)
 }
@@ -187,9 +198,11 @@ func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
 		if err := e.retireRole(ctx, r, tc); err != nil && !target.IsMissingRole(err) {
 			return err
 		}
+		failpoint.Hit("roleset/role-delete/retired")
 		if err := tc.DropRole(ctx, r.OID, e.catalogRoleProof(r.ID)); err != nil && !errors.Is(err, target.ErrNotOurs) {
 			return err
 		}
+		failpoint.Hit("roleset/role-delete/dropped") // gone from the cluster, the row not yet deleted
 	}
 	return e.store.DeleteRoleRow(ctx, r.ID)
 }
@@ -213,6 +226,9 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	entries, err := e.store.RetiringEntries(ctx, e.cfg.InstanceID, e.cfg.SweepBatch)
 	if err != nil {
 		return res, err
+	}
+	if len(entries) > 0 {
+		failpoint.Hit("roleset/sweep/journal-listed")
 	}
 	for _, j := range entries {
 		done, err := e.RetireSetLogin(ctx, j.ClusterID, j.Login, j.Reason, true)
@@ -249,6 +265,7 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 				continue
 			}
 			e.step(StepSweepLocked)
+			failpoint.Hit("roleset/sweep/locked")
 			done, err := e.retireLocked(ctx, lock, r.ClusterID, r.Login, "unused", &cutoff)
 			lock.Unlock()
 			if err != nil {

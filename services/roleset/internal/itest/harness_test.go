@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +115,13 @@ func (p *fakePolicy) Watch(req *policyv1.WatchRequest, srv grpc.ServerStreamingS
 	p.subs = append(p.subs, ch)
 	head := p.seq
 	p.mu.Unlock()
+	// A watcher that went away (its replica killed) stops receiving: emit must not block on
+	// its full channel.
+	defer func() {
+		p.mu.Lock()
+		p.subs = slices.DeleteFunc(p.subs, func(c chan *commonv1.Event) bool { return c == ch })
+		p.mu.Unlock()
+	}()
 	if err := srv.Send(&policyv1.WatchResponse{HeadId: head}); err != nil {
 		return err
 	}

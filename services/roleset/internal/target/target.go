@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/millwright/millwright/pkg/failpoint"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
 )
 
@@ -466,9 +467,11 @@ func (c *Cluster) RetireSetLogin(ctx context.Context, login string) error {
 		lit(login), lit("ALTER ROLE "+q(login)+" NOLOGIN"))); err != nil {
 		return err
 	}
+	failpoint.Hit("roleset/retire/nologin")
 	if err := c.Terminate(ctx, login); err != nil {
 		return err
 	}
+	failpoint.Hit("roleset/retire/terminated")
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if _, err = c.pool.Exec(ctx, "DROP ROLE IF EXISTS "+q(login)); err == nil {
