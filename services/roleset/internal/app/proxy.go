@@ -146,14 +146,16 @@ func sessionAudit(rec *audit.Recorder, logger *slog.Logger) func(pgproxy.Session
 	return func(s pgproxy.SessionEvent) error {
 		e := audit.Event{RPC: ProxySessionRPC, Class: audit.Proxy, Outcome: audit.Granted, ActorKind: "job",
 			Actor: s.Bind.JobID, Workspace: s.Bind.Workspace, Details: map[string]string{"session": "start", "database": s.Database}}
-		ticketID := s.Bind.TicketID
-		if ticketID == "" {
-			// Refused before its ticket was found: the user name is the client's, recorded
-			// only when it is a ticket id (it could be anything, a mistyped password too).
-			ticketID, _ = ticket.ParseID(s.User)
-			e.ActorKind = "anonymous"
+		e.Object = "ticket=" + s.Bind.TicketID
+		if s.Bind.TicketID == "" {
+			// Refused before any ticket was found: nothing of the client's (a user name, a
+			// database) is recorded, so that every such refusal is the same decision, counted
+			// in the repeat window instead of written each time: anyone who reaches the port
+			// may try, and must not be able to make roleset write per try (docs/audit.md, as
+			// for calls refused by authentication). A wrong secret for a real ticket is bound
+			// to it and recorded with it. millwright_roleset_proxy_refusals_total counts them.
+			e.ActorKind, e.Object, e.Details = "anonymous", "ticket=unknown", map[string]string{"session": "start"}
 		}
-		e.Object = "ticket=" + ticketID
 		if s.Bind.Login != "" {
 			e.Object += " login=" + s.Bind.Login
 			e.Details["data_table"] = s.Bind.Workspace + "/" + s.Bind.DataTable

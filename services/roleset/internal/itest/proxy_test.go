@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -343,6 +344,29 @@ func TestProxyTickets(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, n, "the monitor loop's cleanup removes the expired ticket")
 		require28P01(t, c)
+	})
+
+	t.Run("tries with unknown tickets are one audit decision, not a write each", func(t *testing.T) {
+		// Anyone who reaches the port may try; what they send must not make roleset write
+		// per try, nor land in the trail (user names and databases of their choosing).
+		c, err := f.resolve(px, f.viewerRun("bob@x"), "datatable://main?as=viewer")
+		require.NoError(t, err)
+		before := len(f.auditEvents(t, `"ticket=unknown"`))
+		var tried []string
+		for range 5 {
+			id := "t_" + strings.Repeat("a", 21) + strings.Repeat("z", 5-len(tried)) + strings.Repeat("b", len(tried))
+			tried = append(tried, id)
+			_, err := pgx.Connect(ctx, loginDSN(c.GetHost(), int(c.GetPort()), id, "guess", "evil_db"))
+			var pe *pgconn.PgError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, "28P01", pe.Code)
+		}
+		// One event per repeat window, plus at most the count of a window that ended meanwhile.
+		require.LessOrEqual(t, len(f.auditEvents(t, `"ticket=unknown"`))-before, 2,
+			"the tries within the repeat window are counted, not written each")
+		for _, id := range append(tried, "evil_db") {
+			require.Empty(t, f.auditEvents(t, id), "what an anonymous client sent is not in the trail")
+		}
 	})
 
 	t.Run("the viewer leaves the group the decision rested on", func(t *testing.T) {
