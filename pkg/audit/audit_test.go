@@ -2,8 +2,10 @@ package audit_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,9 +22,11 @@ import (
 	"github.com/millwright/millwright/pkg/audit"
 	"github.com/millwright/millwright/pkg/auth"
 	"github.com/millwright/millwright/pkg/errs"
+	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
 	"github.com/millwright/millwright/pkg/pgtest"
+	"github.com/millwright/millwright/pkg/validate"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -268,4 +272,42 @@ func TestInterceptorRecordsTheCall(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_event WHERE strpos(body, 'jt_secret_value') > 0`).Scan(&n))
 	assert.Zero(t, n, "the secret is nowhere in the trail")
+}
+
+// TestLargeAndUnknownInput: a request's large field is recorded as its length and SHA-256, not
+// its text (a 1 MiB flow costs one hash, and the trail stays small), and a filter naming an
+// outcome or class the trail does not know is refused with the field, not matched as nothing.
+func TestLargeAndUnknownInput(t *testing.T) {
+	_, pool := newTrail(t)
+	rec := newRecorder(t, pool, audit.Config{Window: -1})
+	a := &audit.Interceptor{Recorder: rec, Rules: audit.Rules{"/t/CheckFlow": audit.Decision(audit.Builder)}}
+	ctx := auth.WithIdentity(context.Background(), auth.Identity{Kind: auth.User, Username: "olive", Workspace: "demo"})
+	flow := `{"modules": [` + strings.Repeat(`{"id": "x"},`, 100_000) + `{"id": "y"}]}`
+	_, err := a.Unary(ctx, &policyv1.CheckFlowRequest{Workspace: "demo", OnBehalfOf: "u/olive", FlowJson: flow},
+		&grpc.UnaryServerInfo{FullMethod: "/t/CheckFlow"}, func(context.Context, any) (any, error) { return "ok", nil })
+	require.NoError(t, err)
+	got, err := rec.Store().List(context.Background(), audit.Filter{})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	sum := sha256.Sum256([]byte(flow))
+	assert.Equal(t, fmt.Sprintf("sha256:%x len=%d", sum, len(flow)), got[0].Details["flow_json"])
+	assert.Equal(t, "u/olive", got[0].OnBehalfOf)
+	assert.Less(t, len(got[0].Body()), 1024, "the event stays small whatever the request's size")
+
+	reg := validate.NewRegistry()
+	audit.Validators(reg)
+	for field, req := range map[string]*auditv1.ListAuditEventsRequest{
+		"outcome":    {Outcome: "maybe"},
+		"class":      {Class: "everything"},
+		"page_size":  {PageSize: 5000},
+		"page_token": {PageToken: "-1; DROP TABLE audit_event"},
+	} {
+		err := reg.Validate(req)
+		require.Equal(t, codes.InvalidArgument, status.Code(err), field)
+		var fields []string
+		for _, info := range errs.Infos(err) {
+			fields = append(fields, info.GetMetadata()["field"])
+		}
+		assert.Contains(t, fields, field)
+	}
 }
