@@ -27,6 +27,13 @@ const (
 // Classes lists every class, for flags and tests.
 var Classes = []Class{Credential, Token, Builder, Operator, Seats, Settings, Change, Run, Proxy}
 
+// ClassOf returns the class named s; false for a name that is not one (refused by the flag
+// and the filters, never taken as none).
+func ClassOf(s string) (Class, bool) {
+	i := slices.Index(Classes, Class(s))
+	return Class(s), i >= 0
+}
+
 // Outcomes.
 const (
 	Granted = "granted"

@@ -70,22 +70,14 @@ func (a AuditConfig) NewRecorder(name string, pool *pgxpool.Pool, logger *slog.L
 		if c == "" {
 			continue
 		}
-		if !isClass(c) {
+		class, ok := audit.ClassOf(c)
+		if !ok {
 			return nil, fmt.Errorf("--audit-fail-open: unknown class %q (classes: %v)", c, audit.Classes)
 		}
-		open[audit.Class(c)] = true
+		open[class] = true
 	}
 	return audit.NewRecorder(audit.Config{Store: audit.NewStore(pool), Hasher: h, Service: name, Replica: a.Replica,
 		Window: a.Window, FailOpen: open, Logger: logger}), nil
-}
-
-func isClass(c string) bool {
-	for _, k := range audit.Classes {
-		if string(k) == c {
-			return true
-		}
-	}
-	return false
 }
 
 // auditRetention removes expired events every retentionEvery.

@@ -53,3 +53,12 @@ func TestAuditCommand(t *testing.T) {
 	var usage *cli.UsageError
 	require.ErrorAs(t, err, &usage)
 }
+
+// TestAuditConfigRefusesUnknowns: a fail-open class the trail does not know, or a short key,
+// stops the service at start instead of being ignored.
+func TestAuditConfigRefusesUnknowns(t *testing.T) {
+	_, err := server.AuditConfig{FailOpen: "operator,everything"}.NewRecorder("policy", nil, nil)
+	require.ErrorContains(t, err, `unknown class "everything"`)
+	_, err = server.AuditConfig{Key: "short"}.NewRecorder("policy", nil, nil)
+	require.ErrorContains(t, err, "at least 32 bytes")
+}
