@@ -48,7 +48,6 @@ type durable struct {
 	pool     *pgxpool.Pool
 	name     string
 	failOnce atomic.Int64 // an event id whose first Apply fails after writing (rolled back)
-	applies  atomic.Int64
 	resyncs  atomic.Int64
 }
 
@@ -76,7 +75,6 @@ func (d *durable) apply(ctx context.Context, e stream.Event) error {
 		if d.failOnce.CompareAndSwap(e.ID, 0) {
 			return errors.New("injected apply failure")
 		}
-		d.applies.Add(1)
 		return nil
 	})
 }
@@ -195,8 +193,9 @@ func TestFollowSurvivesServerAndConsumerRestarts(t *testing.T) {
 
 	want := outboxIDs(t, pool)
 	got := d.appliedIDs(t)
+	// applied has no unique key, so an event applied twice would show twice here. (A count of
+	// Apply calls cannot tell: a consumer stopped mid-commit may or may not have committed.)
 	require.Equal(t, want, got, "every event applied exactly once")
-	require.EqualValues(t, len(want), d.applies.Load())
 	require.Zero(t, d.failOnce.Load(), "the injected failure happened")
 	require.Zero(t, d.resyncs.Load())
 	t.Logf("%d events applied exactly once across a server restart, a consumer restart and an Apply failure", len(got))
