@@ -20,10 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/millwright/millwright/pkg/failpoint"
@@ -98,11 +96,9 @@ func TestChaosKills(t *testing.T) {
 		f.checkChaos(t, p, fol)
 		if (i+1)%100 == 0 && i+1 < cycles { // figures so far, for a long run stopped early
 			reportChaos(t, i+1, counts, recovery)
-			t.Logf("FIGURES internal errors retried: %d", p.internal)
 		}
 	}
 	reportChaos(t, cycles, counts, recovery)
-	t.Logf("FIGURES internal errors retried: %d", p.internal)
 }
 
 // chaosCycles is MILLWRIGHT_CHAOS_CYCLES (make chaos), else 50.
@@ -123,7 +119,6 @@ type chaosProc struct {
 	cmd              *exec.Cmd
 	exited           chan struct{}
 	cc               *grpc.ClientConn
-	internal         int // calls of checkChaos answered Internal and retried
 }
 
 // start runs the binary, armed with failpoint fp ("" none), and waits until it serves or
@@ -160,23 +155,6 @@ func (p *chaosProc) start(t *testing.T, fp string) {
 		_, err := rolesetv1.NewRoleServiceClient(p.cc).ListRoles(adminCtx(), &rolesetv1.ListRolesRequest{ClusterId: "none"})
 		return err == nil
 	}, 30*time.Second, 20*time.Millisecond)
-}
-
-// retry calls fn again (3 tries) after Internal, as a client does after a failed call, and
-// counts those failures: a role change racing the restarted process's own reconciler on the
-// same role can fail with Postgres's "tuple concurrently updated" (docs/reliability.md).
-func (p *chaosProc) retry(t *testing.T, fn func() error) error {
-	t.Helper()
-	var err error
-	for range 3 {
-		if err = fn(); status.Code(err) != codes.Internal {
-			return err
-		}
-		p.internal++
-		t.Logf("retried after: %v", err)
-		time.Sleep(50 * time.Millisecond)
-	}
-	return err
 }
 
 func (p *chaosProc) dead() bool {
@@ -339,11 +317,11 @@ func (f *fixture) checkChaos(t *testing.T, p *chaosProc, fol *chaosFollower) {
 	t.Helper()
 	ctx := context.Background()
 	// What a client does after a failed call: retry it. apac enabled again; the cycle's
-	// role, if a crash left it half made or half deleted, created and deleted again.
-	require.NoError(t, p.retry(t, func() error {
-		_, err := p.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(true)})
-		return err
-	}))
+	// role, if a crash left it half made or half deleted, created and deleted again. These
+	// race the restarted process's own reconciler on the same roles: never Internal
+	// (TestRoleChangeRace).
+	_, err := p.roles().UpdateRole(adminCtx(), &rolesetv1.UpdateRoleRequest{RoleId: f.apac.GetRoleId(), Enabled: proto.Bool(true)})
+	require.NoError(t, err)
 	rows, err := f.r.pool.Query(ctx, `SELECT name FROM datatable_role WHERE name LIKE 'chaos\_%'`)
 	require.NoError(t, err)
 	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -355,10 +333,8 @@ func (f *fixture) checkChaos(t *testing.T, p *chaosProc, fol *chaosFollower) {
 			continue
 		}
 		require.NoError(t, err, "retrying the creation of %s", name)
-		require.NoError(t, p.retry(t, func() error {
-			_, err := p.roles().DeleteRole(adminCtx(), &rolesetv1.DeleteRoleRequest{RoleId: r.GetRole().GetRoleId()})
-			return err
-		}))
+		_, err = p.roles().DeleteRole(adminCtx(), &rolesetv1.DeleteRoleRequest{RoleId: r.GetRole().GetRoleId()})
+		require.NoError(t, err)
 	}
 	// The reconciler (the restarted process sweeps every 150 ms too; sweeps are safe at once).
 	f.r.eng.DropCaches()
@@ -369,10 +345,8 @@ func (f *fixture) checkChaos(t *testing.T, p *chaosProc, fol *chaosFollower) {
 	ready, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	for _, id := range ready {
-		require.NoError(t, p.retry(t, func() error {
-			_, err := p.roles().DeleteRole(adminCtx(), &rolesetv1.DeleteRoleRequest{RoleId: strconv.FormatInt(id, 10)})
-			return err
-		}))
+		_, err := p.roles().DeleteRole(adminCtx(), &rolesetv1.DeleteRoleRequest{RoleId: strconv.FormatInt(id, 10)})
+		require.NoError(t, err)
 	}
 
 	// The next use of every set login (and a sweep after it: a use may find the journal).

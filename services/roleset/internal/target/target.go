@@ -94,8 +94,19 @@ func checkVerifier(v string) error {
 
 func q(name string) string { return rolename.QuoteIdent(name) }
 func lit(s string) string  { return rolename.QuoteLiteral(s) }
+
+// roleLock is the statement that takes the lock of the role with oid until the end of the
+// transaction. Every change of a role we made takes it: Postgres does not queue two ALTER ROLEs
+// of one role in overlapping transactions, it fails the second with XX000 "tuple concurrently
+// updated" (postgres-roles.md §2), and GRANT does not lock the granted role at all.
 func roleLock(oid int64) string {
 	return fmt.Sprintf("SELECT pg_advisory_xact_lock(hashtextextended('millwright.roleset.role:%d', 0));\n", oid)
+}
+
+// nameLock is roleLock for a role known by name: the same key (its oid), and no lock if no
+// such role exists (the statement that follows then fails or does nothing, as without it).
+func nameLock(name string) string {
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(hashtextextended('millwright.roleset.role:' || oid, 0)) FROM pg_roles WHERE rolname = %s;\n", lit(name))
 }
 
 // Member is a member role of a set login: its current name and its oid.
@@ -224,10 +235,9 @@ func (c *Cluster) ensureRole(ctx context.Context, s roleSpec) (int64, bool, erro
 		locks.WriteString(roleLock(m.OID))
 		names[i] = q(m.Name)
 	}
-	if locks.Len() > 0 {
-		if _, err := tx.Exec(ctx, locks.String()); err != nil {
-			return 0, false, err
-		}
+	locks.WriteString(nameLock(s.name)) // after the members': every locker takes them in this order
+	if _, err := tx.Exec(ctx, locks.String()); err != nil {
+		return 0, false, err
 	}
 	var oid int64
 	var comment *string
@@ -462,7 +472,7 @@ func (c *Cluster) RetireSetLogin(ctx context.Context, login string) error {
 	if err := CheckSetLoginName(login); err != nil {
 		return err
 	}
-	if _, err := c.pool.Exec(ctx, fmt.Sprintf(`DO $mw$ BEGIN
+	if _, err := c.pool.Exec(ctx, nameLock(login)+fmt.Sprintf(`DO $mw$ BEGIN
   IF EXISTS (SELECT FROM pg_roles WHERE rolname = %s) THEN EXECUTE %s; END IF; END $mw$`,
 		lit(login), lit("ALTER ROLE "+q(login)+" NOLOGIN"))); err != nil {
 		return err
@@ -474,7 +484,7 @@ func (c *Cluster) RetireSetLogin(ctx context.Context, login string) error {
 	failpoint.Hit("roleset/retire/terminated")
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if _, err = c.pool.Exec(ctx, "DROP ROLE IF EXISTS "+q(login)); err == nil {
+		if _, err = c.pool.Exec(ctx, nameLock(login)+"DROP ROLE IF EXISTS "+q(login)); err == nil {
 			return nil
 		}
 		var pg *pgconn.PgError
@@ -547,7 +557,7 @@ func (c *Cluster) SetRoleLogin(ctx context.Context, name string, login bool) err
 	if login {
 		attr = "LOGIN"
 	}
-	if _, err := c.pool.Exec(ctx, "ALTER ROLE "+q(name)+" "+attr); err != nil {
+	if _, err := c.pool.Exec(ctx, nameLock(name)+"ALTER ROLE "+q(name)+" "+attr); err != nil {
 		return err
 	}
 	if !login {
@@ -564,7 +574,7 @@ func (c *Cluster) RenameRole(ctx context.Context, from, to string) error {
 	if err := checkRoleName(to); err != nil {
 		return err
 	}
-	_, err := c.pool.Exec(ctx, "ALTER ROLE "+q(from)+" RENAME TO "+q(to))
+	_, err := c.pool.Exec(ctx, nameLock(from)+"ALTER ROLE "+q(from)+" RENAME TO "+q(to))
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) && pg.Code == "42710" {
 		return ErrRoleExists
@@ -586,7 +596,7 @@ func (c *Cluster) DropRole(ctx context.Context, oid int64, proof Proof) error {
 	if err := checkRoleName(name); err != nil {
 		return err
 	}
-	if _, err := c.pool.Exec(ctx, "ALTER ROLE "+q(name)+" NOLOGIN"); err != nil {
+	if _, err := c.pool.Exec(ctx, roleLock(oid)+"ALTER ROLE "+q(name)+" NOLOGIN"); err != nil {
 		return err
 	}
 	if err := c.Terminate(ctx, name); err != nil {
