@@ -37,7 +37,9 @@ type FollowOptions struct {
 	// OnHead, if set, receives the server's head with every message (lag = head - applied).
 	OnHead func(head int64)
 	// MinBackoff and MaxBackoff bound the jittered delay between reconnects. Defaults 100ms
-	// and 10s; the delay resets once a stream delivers a message.
+	// and 2s (server.ReconnectBackoff's bound: a follower is live again within about 2 s of
+	// its producer, and a reconnect every 2 s per replica costs the producer nothing); the
+	// delay resets once a stream delivers a message.
 	MinBackoff, MaxBackoff time.Duration
 	// Logger receives reconnects. Default slog.Default().
 	Logger *slog.Logger
@@ -57,7 +59,7 @@ func Follow(ctx context.Context, o FollowOptions) error {
 		o.MinBackoff = 100 * time.Millisecond
 	}
 	if o.MaxBackoff < o.MinBackoff {
-		o.MaxBackoff = max(10*time.Second, o.MinBackoff)
+		o.MaxBackoff = max(2*time.Second, o.MinBackoff)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
