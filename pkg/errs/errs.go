@@ -21,6 +21,17 @@ func New(code codes.Code, reason commonv1.ErrorReason, msg string, md map[string
 	return build(code, msg, errorInfo(reason, md))
 }
 
+// AlreadyExists is the one answer of every create that finds its resource taken: the
+// existing resource is named in ErrorInfo metadata, kind (e.g. "role") and existing (what the
+// kind's Get RPC takes: a role's id, a workspace's name), so a client that retries a create
+// whose first answer it lost reads the resource back instead of listing to find it
+// (docs/conventions.md, "Creates are safe to retry"). existing is "" only when the name is
+// held by something millwright does not own (e.g. a cluster role not in the catalog).
+func AlreadyExists(kind, existing, msg string) error {
+	return New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, msg,
+		map[string]string{"kind": kind, "existing": existing})
+}
+
 // InvalidField is the refusal for bad input: InvalidArgument with ErrorInfo(INVALID_FIELD,
 // metadata field and rule) for clients that read ErrorInfo, and a BadRequest field violation
 // for generic tooling (grpc-gateway, grpcurl) that knows only the standard details.

@@ -38,6 +38,15 @@ func TestNew(t *testing.T) {
 	assert.Equal(t, commonv1.ErrorReason_ERROR_REASON_NO_VIEWER, reason)
 }
 
+func TestAlreadyExists(t *testing.T) {
+	err := errs.AlreadyExists("role", "12", "role \"sales\" exists")
+	require.Equal(t, codes.AlreadyExists, status.Code(err))
+	infos := errs.Infos(err)
+	require.Len(t, infos, 1)
+	assert.Equal(t, "ERROR_REASON_ALREADY_EXISTS", infos[0].GetReason())
+	assert.Equal(t, map[string]string{"kind": "role", "existing": "12"}, infos[0].GetMetadata())
+}
+
 func TestInvalidField(t *testing.T) {
 	st := status.Convert(errs.InvalidField("workspace", "required", "workspace is required"))
 	require.Equal(t, codes.InvalidArgument, st.Code())
