@@ -66,4 +66,17 @@ func TestPolicyReadBackOverREST(t *testing.T) {
 	require.Equal(t, "page_token", md["field"])
 	code, body = st.DoJSON(t, "GET", "/v1/workspaces/demo/runnables/f/sales/nope?kind=RUNNABLE_KIND_FLOW", admin, nil)
 	require.Equal(t, http.StatusNotFound, code, "%v", body)
+
+	// A client sending flow_json as a JSON object (not the string holding it) gets the form of
+	// every other refusal: 400, INVALID_FIELD, the field and the expected form.
+	code, body = st.DoJSON(t, "POST", "/v1/workspaces/demo/builder/flows:check", admin,
+		map[string]any{"on_behalf_of": "alice", "action": "FLOW_ACTION_SAVE", "flow_json": map[string]any{"value": map[string]any{}}})
+	require.Equal(t, http.StatusBadRequest, code, "%v", body)
+	details, _ = body["details"].([]any)
+	require.NotEmpty(t, details)
+	info, _ = details[0].(map[string]any)
+	require.Equal(t, "ERROR_REASON_INVALID_FIELD", info["reason"])
+	md, _ = info["metadata"].(map[string]any)
+	require.Equal(t, "flow_json", md["field"])
+	require.Contains(t, body["message"], "must be a JSON string holding the document")
 }

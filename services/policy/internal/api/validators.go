@@ -293,7 +293,7 @@ func validators() *validate.Registry {
 	validate.Add(r, func(m *policyv1.CheckAppRequest) error {
 		_, ok := deployPaths[m.GetDeployPath()]
 		return validate.First(workspace(m.GetWorkspace()), optUsername("on_behalf_of", m.GetOnBehalfOf()),
-			rule("deploy_path", validate.RuleOneOf, ok, "must be VALUE, MULTIPART or SOURCE"),
+			rule("deploy_path", validate.RuleOneOf, ok, "must be VALUE, MULTIPART, SOURCE or unset (VALUE)"),
 			validate.MaxItems("caller_scopes", m.GetCallerScopes(), rulebook.MaxScopes),
 			validate.Each("caller_scopes", m.GetCallerScopes(), func(f, s string) error {
 				return rule(f, "scope", s == "*" || rulebook.ValidScope(s), "must look like area:action, or *")
