@@ -347,3 +347,45 @@ func TestReadBackRunsAndTokens(t *testing.T) {
 	_, err = r.tok.GetToken(as(vic), &policyv1.GetTokenRequest{Workspace: "v", TokenId: extra.GetTokenId()})
 	requireCode(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 }
+
+// TestReadBackEmpty: every List of a workspace with nothing in it answers an empty page with
+// no next token (not NotFound, not an error); ListScriptVersions of a script that does not
+// exist is NotFound (a script always has a version).
+func TestReadBackEmpty(t *testing.T) {
+	r := replicaWith(t, "x")
+	for name, fetch := range map[string]pager{
+		"members of a role no one has": func(size int32, token string) ([]string, string, error) {
+			resp, err := r.ws.ListMembers(service, &policyv1.ListMembersRequest{Workspace: "x", Role: policyv1.Role_ROLE_DEVELOPER, PageSize: size, PageToken: token})
+			return convertNames(resp.GetMembers(), (*policyv1.Member).GetUsername), resp.GetNextPageToken(), err
+		},
+		"groups": func(size int32, token string) ([]string, string, error) {
+			resp, err := r.ws.ListGroups(service, &policyv1.ListGroupsRequest{Workspace: "x", PageSize: size, PageToken: token})
+			return convertNames(resp.GetGroups(), (*policyv1.Group).GetName), resp.GetNextPageToken(), err
+		},
+		"folders": func(size int32, token string) ([]string, string, error) {
+			resp, err := r.ws.ListFolders(service, &policyv1.ListFoldersRequest{Workspace: "x", PageSize: size, PageToken: token})
+			return convertNames(resp.GetFolders(), (*policyv1.Folder).GetName), resp.GetNextPageToken(), err
+		},
+		"runnables": func(size int32, token string) ([]string, string, error) {
+			resp, err := r.cat.ListRunnables(service, &policyv1.ListRunnablesRequest{Workspace: "x", PageSize: size, PageToken: token})
+			return convertNames(resp.GetRunnables(), (*policyv1.Runnable).GetPath), resp.GetNextPageToken(), err
+		},
+		"runs": func(size int32, token string) ([]string, string, error) {
+			resp, err := r.run.ListRuns(service, &policyv1.ListRunsRequest{Workspace: "x", PageSize: size, PageToken: token})
+			return convertNames(resp.GetRuns(), func(x *policyv1.GetRunResponse) string { return x.GetRun().GetJobId() }), resp.GetNextPageToken(), err
+		},
+		"tokens": func(size int32, token string) ([]string, string, error) {
+			resp, err := r.tok.ListTokens(service, &policyv1.ListTokensRequest{Workspace: "x", PageSize: size, PageToken: token})
+			return convertNames(resp.GetTokens(), (*policyv1.TokenInfo).GetTokenId), resp.GetNextPageToken(), err
+		},
+	} {
+		for _, size := range []int32{0, 1} {
+			rows, next, err := fetch(size, "")
+			require.NoError(t, err, name)
+			require.Empty(t, rows, name)
+			require.Empty(t, next, name)
+		}
+	}
+	_, err := r.cat.ListScriptVersions(service, &policyv1.ListScriptVersionsRequest{Workspace: "x", Path: "u/admin/none"})
+	requireCode(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
