@@ -2,10 +2,10 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -26,10 +26,10 @@ type pageReq interface {
 }
 
 // list is the shape of every List handler: authorize on ws, decode the page token against
-// the request's filters (any string naming them), read one page after that key (nil: the
-// first page) and encode the next token from the last row's key.
+// the request's filters (any string naming them), read one page after that key ("" parts: the
+// first page) and encode the token of the page after it, if any (store.keyset decides).
 func list[T any](ctx context.Context, h *handlers, ws string, req pageReq, filters string, keyParts int,
-	read func(c Caller, after []string, limit int) ([]T, bool, error), key func(T) []string) ([]T, string, error) {
+	read func(c Caller, after []string, limit int) ([]T, []string, error)) ([]T, string, error) {
 	c, err := h.authorize(ctx, ws)
 	if err != nil {
 		return nil, "", err
@@ -45,15 +45,17 @@ func list[T any](ctx context.Context, h *handlers, ws string, req pageReq, filte
 	if after == nil {
 		after = make([]string, keyParts) // "" sorts before every name and id
 	}
-	rows, more, err := read(c, after, limit)
+	rows, next, err := read(c, after, limit)
+	if errors.Is(err, store.ErrBadKey) {
+		return nil, "", errs.InvalidField("page_token", paging.RuleToken, "page_token is not a token this service issued")
+	}
 	if err != nil {
 		return nil, "", mapErr(err)
 	}
-	next := ""
-	if more {
-		next = paging.Encode(filters, key(rows[len(rows)-1])...)
+	if next == nil {
+		return rows, "", nil
 	}
-	return rows, next, nil
+	return rows, paging.Encode(filters, next...), nil
 }
 
 func convert[T, P any](rows []T, f func(T) P) []P {
@@ -74,9 +76,9 @@ func (s *workspaceServer) GetWorkspace(ctx context.Context, req *policyv1.GetWor
 }
 
 func (s *workspaceServer) ListWorkspaces(ctx context.Context, req *policyv1.ListWorkspacesRequest) (*policyv1.ListWorkspacesResponse, error) {
-	rows, next, err := list(ctx, s.h, "", req, "", 1, func(_ Caller, after []string, limit int) ([]store.Workspace, bool, error) {
+	rows, next, err := list(ctx, s.h, "", req, "", 1, func(_ Caller, after []string, limit int) ([]store.Workspace, []string, error) {
 		return s.h.Store.ListWorkspaces(ctx, after[0], limit)
-	}, func(w store.Workspace) []string { return []string{w.ID} })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +99,9 @@ func (s *workspaceServer) GetMember(ctx context.Context, req *policyv1.GetMember
 func (s *workspaceServer) ListMembers(ctx context.Context, req *policyv1.ListMembersRequest) (*policyv1.ListMembersResponse, error) {
 	role, _ := roles.fromProto(req.GetRole()) // unspecified: "" = every role
 	filters := fmt.Sprint(req.GetWorkspace(), "|", role, "|", req.GetIncludeDisabled())
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(_ Caller, after []string, limit int) ([]store.Member, bool, error) {
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(_ Caller, after []string, limit int) ([]store.Member, []string, error) {
 		return s.h.Store.ListMembers(ctx, req.GetWorkspace(), role, req.GetIncludeDisabled(), after[0], limit)
-	}, func(m store.Member) []string { return []string{m.Username} })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +121,9 @@ func (s *workspaceServer) GetGroup(ctx context.Context, req *policyv1.GetGroupRe
 
 func (s *workspaceServer) ListGroups(ctx context.Context, req *policyv1.ListGroupsRequest) (*policyv1.ListGroupsResponse, error) {
 	filters := fmt.Sprint(req.GetWorkspace(), "|", req.GetMember())
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(_ Caller, after []string, limit int) ([]store.Group, bool, error) {
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(_ Caller, after []string, limit int) ([]store.Group, []string, error) {
 		return s.h.Store.ListGroups(ctx, req.GetWorkspace(), req.GetMember(), after[0], limit)
-	}, func(g store.Group) []string { return []string{g.Name} })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -140,9 +142,9 @@ func (s *workspaceServer) GetFolder(ctx context.Context, req *policyv1.GetFolder
 }
 
 func (s *workspaceServer) ListFolders(ctx context.Context, req *policyv1.ListFoldersRequest) (*policyv1.ListFoldersResponse, error) {
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, req.GetWorkspace(), 1, func(_ Caller, after []string, limit int) ([]rulebook.FolderGrants, bool, error) {
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, req.GetWorkspace(), 1, func(_ Caller, after []string, limit int) ([]rulebook.FolderGrants, []string, error) {
 		return s.h.Store.ListFolders(ctx, req.GetWorkspace(), after[0], limit)
-	}, func(f rulebook.FolderGrants) []string { return []string{f.Name} })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -170,9 +172,9 @@ func (s *catalogServer) GetRunnable(ctx context.Context, req *policyv1.GetRunnab
 func (s *catalogServer) ListRunnables(ctx context.Context, req *policyv1.ListRunnablesRequest) (*policyv1.ListRunnablesResponse, error) {
 	k, _ := kinds.fromProto(req.GetKind()) // unspecified: "" = every kind
 	filters := fmt.Sprint(req.GetWorkspace(), "|", k, "|", req.GetPathPrefix())
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 2, func(_ Caller, after []string, limit int) ([]store.Runnable, bool, error) {
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 2, func(_ Caller, after []string, limit int) ([]store.Runnable, []string, error) {
 		return s.h.Store.ListRunnables(ctx, req.GetWorkspace(), k, req.GetPathPrefix(), after[0], after[1], limit)
-	}, func(r store.Runnable) []string { return []string{string(r.Kind), r.Path} })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -181,9 +183,9 @@ func (s *catalogServer) ListRunnables(ctx context.Context, req *policyv1.ListRun
 
 func (s *catalogServer) ListScriptVersions(ctx context.Context, req *policyv1.ListScriptVersionsRequest) (*policyv1.ListScriptVersionsResponse, error) {
 	filters := fmt.Sprint(req.GetWorkspace(), "|", req.GetPath())
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(_ Caller, after []string, limit int) ([]string, bool, error) {
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(_ Caller, after []string, limit int) ([]string, []string, error) {
 		return s.h.Store.ListScriptVersions(ctx, req.GetWorkspace(), req.GetPath(), after[0], limit)
-	}, func(h string) []string { return []string{h} })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -209,17 +211,12 @@ func (s *runServer) GetRun(ctx context.Context, req *policyv1.GetRunRequest) (*p
 
 func (s *runServer) ListRuns(ctx context.Context, req *policyv1.ListRunsRequest) (*policyv1.ListRunsResponse, error) {
 	filters := fmt.Sprint(req.GetWorkspace(), "|", req.GetPermissionedAs(), "|", req.GetRunningOnly())
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 2, func(_ Caller, after []string, limit int) ([]store.Run, bool, error) {
-		var before *store.RunKey
-		if after[0] != "" {
-			at, err := time.Parse(time.RFC3339Nano, after[0])
-			if err != nil || !rulebook.ValidJobID(after[1]) {
-				return nil, false, errs.InvalidField("page_token", paging.RuleToken, "page_token is not a token this service issued")
-			}
-			before = &store.RunKey{CreatedAt: at, JobID: after[1]}
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 2, func(_ Caller, after []string, limit int) ([]store.Run, []string, error) {
+		if after[0] == "" {
+			after = nil // the first page: from the newest
 		}
-		return s.h.Store.ListRuns(ctx, req.GetWorkspace(), req.GetPermissionedAs(), req.GetRunningOnly(), before, limit)
-	}, func(r store.Run) []string { return []string{r.CreatedAt.UTC().Format(time.RFC3339Nano), r.JobID} })
+		return s.h.Store.ListRuns(ctx, req.GetWorkspace(), req.GetPermissionedAs(), req.GetRunningOnly(), after, limit)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -261,13 +258,13 @@ func (s *tokenServer) GetToken(ctx context.Context, req *policyv1.GetTokenReques
 
 func (s *tokenServer) ListTokens(ctx context.Context, req *policyv1.ListTokensRequest) (*policyv1.ListTokensResponse, error) {
 	filters := fmt.Sprint(req.GetWorkspace(), "|", req.GetUsername(), "|", req.GetIncludeInactive())
-	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(c Caller, after []string, limit int) ([]store.TokenInfo, bool, error) {
+	rows, next, err := list(ctx, s.h, req.GetWorkspace(), req, filters, 1, func(c Caller, after []string, limit int) ([]store.TokenInfo, []string, error) {
 		who, err := tokenOwner(c, req.GetUsername())
 		if err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		return s.h.Store.ListTokens(ctx, req.GetWorkspace(), who, req.GetIncludeInactive(), after[0], limit)
-	}, func(t store.TokenInfo) []string { return []string{t.ID} })
+	})
 	if err != nil {
 		return nil, err
 	}

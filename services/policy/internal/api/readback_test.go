@@ -11,6 +11,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/paging"
 )
 
 // pager fetches one page of a List: its rows as strings, and the next token.
@@ -388,4 +389,56 @@ func TestReadBackEmpty(t *testing.T) {
 	}
 	_, err := r.cat.ListScriptVersions(service, &policyv1.ListScriptVersionsRequest{Workspace: "x", Path: "u/admin/none"})
 	requireCode(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
+// TestListsReadBoundedRows: a filter that matches nothing does not make one call read every
+// run (or token) of the workspace: a page reads at most ten times its size plus one (and at
+// most 2,000 rows), and answers short, with a token to continue, when the filter left it so.
+func TestListsReadBoundedRows(t *testing.T) {
+	r := replicaWith(t, "w")
+	member(t, r, "w", "op", policyv1.Role_ROLE_OPERATOR)
+	op := userToken(t, r, "w", "op")
+	for range 24 { // 25 tokens of op's with the one above
+		userToken(t, r, "w", "op")
+	}
+	for range 25 {
+		_, err := r.run.RecordRun(service, &policyv1.RecordRunRequest{Workspace: "w", JobId: nextJob(), PermissionedAs: "u/op",
+			Origin: policyv1.RunOrigin_RUN_ORIGIN_DIRECT, Credential: op})
+		require.NoError(t, err)
+	}
+	for name, fetch := range map[string]pager{
+		"runs": func(size int32, page string) ([]string, string, error) {
+			resp, err := r.run.ListRuns(service, &policyv1.ListRunsRequest{Workspace: "w", PermissionedAs: "u/admin", PageSize: size, PageToken: page})
+			return convertNames(resp.GetRuns(), func(x *policyv1.GetRunResponse) string { return x.GetRun().GetJobId() }), resp.GetNextPageToken(), err
+		},
+		"tokens": func(size int32, page string) ([]string, string, error) {
+			resp, err := r.tok.ListTokens(service, &policyv1.ListTokensRequest{Workspace: "w", Username: "admin", PageSize: size, PageToken: page})
+			return convertNames(resp.GetTokens(), (*policyv1.TokenInfo).GetTokenId), resp.GetNextPageToken(), err
+		},
+	} {
+		var calls, found int
+		token := ""
+		for {
+			rows, next, err := fetch(1, token)
+			require.NoError(t, err, name)
+			calls++
+			found += len(rows)
+			if token = next; token == "" {
+				break
+			}
+		}
+		require.Zero(t, found, name)
+		require.Equal(t, 2, calls, "%s: 25 rows read 20 at a time (10 x (page size 1 + 1)): two calls", name)
+	}
+	// The same bound with matches: every row found once, in order.
+	got := requirePaging(t, func(size int32, page string) ([]string, string, error) {
+		resp, err := r.run.ListRuns(service, &policyv1.ListRunsRequest{Workspace: "w", PermissionedAs: "u/op", PageSize: size, PageToken: page})
+		return convertNames(resp.GetRuns(), func(x *policyv1.GetRunResponse) string { return x.GetRun().GetJobId() }), resp.GetNextPageToken(), err
+	})
+	require.Len(t, got, 25)
+	// A token forged with the right filters (their digest is no secret) but a key no page ends
+	// at is refused, never read as a time or a job id.
+	_, err := r.run.ListRuns(service, &policyv1.ListRunsRequest{Workspace: "w", PermissionedAs: "u/op",
+		PageToken: paging.Encode("w|u/op|false", "yesterday", "'; DROP TABLE run; --")})
+	requireField(t, err, "page_token")
 }
