@@ -335,37 +335,44 @@ func TestSoak(t *testing.T) {
 	}
 	load.Wait()
 	writers.Wait()
-	violations.requireNone(t)
 
+	// The figures first, so that a failed run shows them too.
+	var total, errors, wrong int64
+	for _, r := range rpcs {
+		total, errors, wrong = total+r.calls.Load(), errors+r.errors.Load(), wrong+r.wrong.Load()
+		t.Logf("FIGURES rpc %s: %d calls, %d errors, %d wrong, p50 %v, p99 %v", r.name, r.calls.Load(),
+			r.errors.Load(), r.wrong.Load(), r.latency.quantile(0.5), r.latency.quantile(0.99))
+	}
 	// Flat: the median of the last third of the samples within 1.5x of the first third's. A
 	// leak grows with the calls made, and the calls come at a steady rate, so the late samples
 	// of a leaking process keep rising (a goroutine or a few KiB per call is thousands a
 	// second here); the medians ignore one GC cycle or a burst of calls in flight; 1.5x leaves
 	// room for the heap settling at its working size and for the goroutines of calls in flight.
-	var total int64
-	for _, r := range rpcs {
-		total += r.calls.Load()
-		t.Logf("FIGURES rpc %s: %d calls, %d errors, %d wrong, p50 %v, p99 %v", r.name, r.calls.Load(),
-			r.errors.Load(), r.wrong.Load(), r.latency.quantile(0.5), r.latency.quantile(0.99))
-	}
 	for _, name := range names {
 		s := procs[name]
-		require.GreaterOrEqual(t, len(s.rss), 3, "%s: too few samples", name)
+		if len(s.rss) < 3 {
+			violations.add("%s: %d samples, too few to judge", name, len(s.rss))
+			continue
+		}
 		third := len(s.rss) / 3
 		rss0, rss1 := median(s.rss[:third]), median(s.rss[len(s.rss)-third:])
 		g0, g1 := median(s.goroutines[:third]), median(s.goroutines[len(s.goroutines)-third:])
 		t.Logf("FIGURES process %s: RSS %.1f -> %.1f MiB, goroutines %.0f -> %.0f (medians of the first and last third of %d samples)",
 			name, rss0/(1<<20), rss1/(1<<20), g0, g1, len(s.rss))
-		require.LessOrEqual(t, rss1, 1.5*rss0, "%s: RSS grew: %v", name, s.rss)
-		require.LessOrEqual(t, g1, 1.5*g0, "%s: goroutines grew: %v", name, s.goroutines)
+		if rss1 > 1.5*rss0 || g1 > 1.5*g0 {
+			violations.add("%s not flat: RSS %v, goroutines %v", name, s.rss, s.goroutines)
+		}
 	}
 	slices.Sort(flips)
 	slices.Sort(toggles)
-	require.NotEmpty(t, flips, "no builder flip settled")
-	require.NotEmpty(t, toggles, "no role change settled")
-	t.Logf("FIGURES writes: %d builder flips (every replica has it: median %v, max %v), %d sales_emea disables/enables (median %v, max %v)",
-		len(flips), flips[len(flips)/2], flips[len(flips)-1], len(toggles), toggles[len(toggles)/2], toggles[len(toggles)-1])
-	t.Logf("FIGURES soak: %v, %d callers, %d calls, 0 errors, 0 wrong", duration, callers, total)
+	if len(flips) == 0 || len(toggles) == 0 {
+		violations.add("%d builder flips and %d role changes settled: the writers did not write", len(flips), len(toggles))
+	} else {
+		t.Logf("FIGURES writes: %d builder flips (every replica has it: median %v, max %v), %d sales_emea disables/enables (median %v, max %v)",
+			len(flips), flips[len(flips)/2], flips[len(flips)-1], len(toggles), toggles[len(toggles)/2], toggles[len(toggles)-1])
+	}
+	t.Logf("FIGURES soak: %v, %d callers, %d calls, %d errors, %d wrong", duration, callers, total, errors, wrong)
+	violations.requireNone(t)
 }
 
 // sleepCtx sleeps d or until ctx ends.
