@@ -251,6 +251,19 @@ func TestReadBackCatalog(t *testing.T) {
 	_, err = r.cat.GetRunnable(service, &policyv1.GetRunnableRequest{Workspace: "w", Kind: policyv1.RunnableKind_RUNNABLE_KIND_APP, Path: "f/sales/vapp"})
 	requireCode(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 
+	// ListReadable pages too, under the read rule: op reads the three scripts it has extra
+	// perms on, nothing of v's; a token of the admin's listing does not page op's.
+	readable := func(token, username string) pager {
+		return func(size int32, page string) ([]string, string, error) {
+			resp, err := r.cat.ListReadable(as(token), &policyv1.ListReadableRequest{Workspace: "w", Username: username, PageSize: size, PageToken: page})
+			return convertNames(resp.GetRunnables(), (*policyv1.Runnable).GetPath), resp.GetNextPageToken(), err
+		}
+	}
+	require.Equal(t, []string{"f/sales/a", "f/sales/b", "u/admin/c"}, requirePaging(t, readable(op, "")))
+	_, adminPage, err := readable(serviceToken, "admin")(1, "")
+	require.NoError(t, err)
+	requireBadPages(t, readable(op, ""), adminPage)
+
 	versions := func(path string) pager {
 		return func(size int32, token string) ([]string, string, error) {
 			resp, err := r.cat.ListScriptVersions(service, &policyv1.ListScriptVersionsRequest{Workspace: "w", Path: path, PageSize: size, PageToken: token})

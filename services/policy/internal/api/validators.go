@@ -169,7 +169,8 @@ func validators() *validate.Registry {
 		return validate.First(workspace(m.GetWorkspace()), kind("kind", m.GetKind(), false), path("path", m.GetPath()))
 	})
 	validate.Add(r, func(m *policyv1.ListReadableRequest) error {
-		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()), kind("kind", m.GetKind(), true))
+		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()), kind("kind", m.GetKind(), true),
+			pageSize(m.GetPageSize()))
 	})
 	validate.Add(r, func(m *policyv1.CheckReadableRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()),

@@ -665,7 +665,12 @@ type ListReadableRequest struct {
 	// must leave it empty or name itself.
 	Username string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
 	// Only this kind; unspecified for every kind.
-	Kind          RunnableKind `protobuf:"varint,3,opt,name=kind,proto3,enum=millwright.policy.v1.RunnableKind" json:"kind,omitempty"`
+	Kind RunnableKind `protobuf:"varint,3,opt,name=kind,proto3,enum=millwright.policy.v1.RunnableKind" json:"kind,omitempty"`
+	// At most this many (0 means 100; at most 500). Before paging the answer held every
+	// readable item; a client that wants them all follows next_page_token.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,11 +726,27 @@ func (x *ListReadableRequest) GetKind() RunnableKind {
 	return RunnableKind_RUNNABLE_KIND_UNSPECIFIED
 }
 
+func (x *ListReadableRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListReadableRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListReadableResponse lists readable items sorted by kind then path.
 type ListReadableResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The readable items.
-	Runnables     []*Runnable `protobuf:"bytes,1,rep,name=runnables,proto3" json:"runnables,omitempty"`
+	Runnables []*Runnable `protobuf:"bytes,1,rep,name=runnables,proto3" json:"runnables,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,6 +786,13 @@ func (x *ListReadableResponse) GetRunnables() []*Runnable {
 		return x.Runnables
 	}
 	return nil
+}
+
+func (x *ListReadableResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // RunnableRef names one item by kind and path.
@@ -1353,13 +1381,17 @@ const file_millwright_policy_v1_catalog_proto_rawDesc = "" +
 	"\vlatest_hash\x18\x03 \x01(\tR\n" +
 	"latestHash\x12 \n" +
 	"\fon_behalf_of\x18\x04 \x01(\tR\n" +
-	"onBehalfOf\"\x87\x01\n" +
+	"onBehalfOf\"\xc3\x01\n" +
 	"\x13ListReadableRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x126\n" +
-	"\x04kind\x18\x03 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\"T\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"|\n" +
 	"\x14ListReadableResponse\x12<\n" +
-	"\trunnables\x18\x01 \x03(\v2\x1e.millwright.policy.v1.RunnableR\trunnables\"Y\n" +
+	"\trunnables\x18\x01 \x03(\v2\x1e.millwright.policy.v1.RunnableR\trunnables\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
 	"\vRunnableRef\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\x87\x01\n" +
