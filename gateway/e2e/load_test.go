@@ -135,11 +135,16 @@ func startViewerLoad(ctx context.Context, t *testing.T) *viewerLoad {
 	return l
 }
 
-// resolve asks chain c for viewer v's connection to the demo's data table, as v's job does
-// (2 s deadline).
+// resolve asks chain c for viewer v's connection to the demo's data table, as v's job does,
+// with a 2 s deadline (an outage's refusals must come that fast).
 func (l *viewerLoad) resolve(ctx context.Context, c replicaChain, v string) (*rolesetv1.ResolveConnectionResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	return l.resolveIn(ctx, c, v)
+}
+
+// resolveIn is resolve within ctx's own deadline.
+func (l *viewerLoad) resolveIn(ctx context.Context, c replicaChain, v string) (*rolesetv1.ResolveConnectionResponse, error) {
 	return c.roleset.ResolveConnection(repBearer(ctx, l.job[v]), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main?as=viewer"})
 }
 
