@@ -199,7 +199,9 @@ func (e *Engine) finishDelete(ctx context.Context, r store.Role) error {
 			return err
 		}
 		failpoint.Hit("roleset/role-delete/retired")
-		if err := tc.DropRole(ctx, r.OID, e.catalogRoleProof(r.ID)); err != nil && !errors.Is(err, target.ErrNotOurs) {
+		// Missing: another deleter (a racing DeleteRole, another replica's reconciler) dropped
+		// it between DropRole's look-up and its statements; what is left is this row.
+		if err := tc.DropRole(ctx, r.OID, e.catalogRoleProof(r.ID)); err != nil && !errors.Is(err, target.ErrNotOurs) && !target.IsMissingRole(err) {
 			return err
 		}
 		failpoint.Hit("roleset/role-delete/dropped") // gone from the cluster, the row not yet deleted
