@@ -1026,7 +1026,7 @@ func (x *ReportUsageResponse) GetReport() *UsageReport {
 // ListUsageReportsRequest pages through reports, newest first.
 type ListUsageReportsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most this many reports (1..500; 0 means 100).
+	// At most this many reports (1..500; 0 means 100; rule page_size).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of a previous answer; empty for the first page (rule page_token).
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -961,7 +961,8 @@ func (*DeleteRoleResponse) Descriptor() ([]byte, []int) {
 // paging, as long as there are at most 100 of them.
 type ListRolesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The cluster whose catalog to list (required; NotFound when it is not registered).
+	// The cluster whose catalog to list (required, rule cluster_id; a cluster that is not
+	// registered has no roles: an empty list).
 	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// At most this many roles (1..500; 0 means 100; rule page_size).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
