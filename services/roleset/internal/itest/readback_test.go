@@ -68,7 +68,7 @@ func (rb readBack[R, T]) run(t *testing.T) {
 			require.Equal(t, max(1, len(tc.want)), pages, "page_size 1: one page per item")
 			all, pages := listAll(t, 0, list)
 			require.Equal(t, 1, pages, "the default page holds them all")
-			require.Equal(t, len(one), len(all))
+			require.Len(t, all, len(one))
 			var names []string
 			for i, item := range all {
 				require.True(t, proto.Equal(item, one[i]), "same items at every page size")
