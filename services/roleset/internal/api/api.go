@@ -177,11 +177,10 @@ func (h *Server) UpsertCluster(ctx context.Context, req *rolesetv1.UpsertCluster
 
 // ListClusters implements ClusterService.
 func (h *Server) ListClusters(ctx context.Context, req *rolesetv1.ListClustersRequest) (*rolesetv1.ListClustersResponse, error) {
-	cs, next, err := adminPage(ctx, req, "clusters", h.Engine.ListClusters, func(c store.Cluster) string { return c.ID }, clusterToProto)
-	if err != nil {
-		return nil, err
-	}
-	return &rolesetv1.ListClustersResponse{Clusters: cs, NextPageToken: next}, nil
+	return adminList(ctx, req, store.ClusterFilter{}, h.Engine.ListClusters, func(c store.Cluster) string { return c.ID }, clusterToProto,
+		func(cs []*rolesetv1.Cluster, next string) *rolesetv1.ListClustersResponse {
+			return &rolesetv1.ListClustersResponse{Clusters: cs, NextPageToken: next}
+		})
 }
 
 // GetCluster implements ClusterService.
@@ -198,29 +197,30 @@ type pageRequest interface {
 	GetPageToken() string
 }
 
-// adminPage is the shape of every roleset List: the admin rule (as asAdmin), the request's page
-// (pkg/paging, its token bound to filters), one read of Limit rows after the page's key (one
-// key column: ids and names are unique within every List's filters), the page trimmed and
-// converted.
-func adminPage[T, P any](ctx context.Context, req pageRequest, filters string, read func(context.Context, string, int) ([]T, error),
-	key func(T) string, conv func(T) P) ([]P, string, error) {
+// adminList is the shape of every roleset List: the admin rule (as asAdmin), the request's page
+// (pkg/paging, its token bound to the filter f), one read of Limit rows matching f after the
+// page's key (one key column: ids and names are unique within every List's filter), the page
+// converted and answered.
+func adminList[F fmt.Stringer, T, P, R any](ctx context.Context, req pageRequest, f F, read func(context.Context, F, string, int) ([]T, error),
+	key func(T) string, conv func(T) P, answer func(page []P, next string) R) (R, error) {
+	var zero R
 	if err := requireAdmin(ctx); err != nil {
-		return nil, "", err
+		return zero, err
 	}
-	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken(), filters, 1)
+	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken(), f.String(), 1)
 	if err != nil {
-		return nil, "", err
+		return zero, err
 	}
 	var after string
 	if pg.After != nil {
 		after = pg.After[0]
 	}
-	rows, err := read(ctx, after, pg.Limit())
+	rows, err := read(ctx, f, after, pg.Limit())
 	if err != nil {
-		return nil, "", mapError(ctx, err)
+		return zero, mapError(ctx, err)
 	}
 	rows, next := paging.Next(pg, rows, func(t T) []string { return []string{key(t)} })
-	return toProto(rows, conv), next, nil
+	return answer(toProto(rows, conv), next), nil
 }
 
 // toProto converts each element of a list answer (nil for none, the repeated field's zero).
@@ -310,23 +310,10 @@ func (h *Server) DeleteRole(ctx context.Context, req *rolesetv1.DeleteRoleReques
 // cluster, whichever instance made it: the catalog is the installation's.
 func (h *Server) ListRoles(ctx context.Context, req *rolesetv1.ListRolesRequest) (*rolesetv1.ListRolesResponse, error) {
 	f := store.RoleFilter{ClusterID: req.GetClusterId(), Usable: req.Enabled, NamePrefix: req.GetNamePrefix()}
-	filters := fmt.Sprintf("roles cluster=%q enabled=%s prefix=%q", f.ClusterID, optBool(f.Usable), f.NamePrefix)
-	read := func(ctx context.Context, after string, limit int) ([]store.Role, error) {
-		return h.Engine.ListRoles(ctx, f, after, limit)
-	}
-	rs, next, err := adminPage(ctx, req, filters, read, func(r store.Role) string { return r.Name }, roleToProto)
-	if err != nil {
-		return nil, err
-	}
-	return &rolesetv1.ListRolesResponse{Roles: rs, NextPageToken: next}, nil
-}
-
-// optBool renders an optional filter for a page token's filters: unset differs from both values.
-func optBool(b *bool) string {
-	if b == nil {
-		return "any"
-	}
-	return strconv.FormatBool(*b)
+	return adminList(ctx, req, f, h.Engine.ListRoles, func(r store.Role) string { return r.Name }, roleToProto,
+		func(rs []*rolesetv1.Role, next string) *rolesetv1.ListRolesResponse {
+			return &rolesetv1.ListRolesResponse{Roles: rs, NextPageToken: next}
+		})
 }
 
 // GetRole implements RoleService: any catalog row, in whatever state, as ListRoles shows it.
@@ -397,15 +384,10 @@ func (h *Server) GetDatatable(ctx context.Context, req *rolesetv1.GetDatatableRe
 // and UpsertDatatable name one by workspace.
 func (h *Server) ListDatatables(ctx context.Context, req *rolesetv1.ListDatatablesRequest) (*rolesetv1.ListDatatablesResponse, error) {
 	f := store.DatatableFilter{Workspace: req.GetWorkspace(), ClusterID: req.GetClusterId(), CredentialMode: modeFromProto[req.GetCredentialMode()]}
-	filters := fmt.Sprintf("datatables workspace=%q cluster=%q mode=%q", f.Workspace, f.ClusterID, f.CredentialMode)
-	read := func(ctx context.Context, after string, limit int) ([]store.Datatable, error) {
-		return h.Engine.ListDatatables(ctx, f, after, limit)
-	}
-	ds, next, err := adminPage(ctx, req, filters, read, func(d store.Datatable) string { return d.Name }, datatableToProto)
-	if err != nil {
-		return nil, err
-	}
-	return &rolesetv1.ListDatatablesResponse{Datatables: ds, NextPageToken: next}, nil
+	return adminList(ctx, req, f, h.Engine.ListDatatables, func(d store.Datatable) string { return d.Name }, datatableToProto,
+		func(ds []*rolesetv1.Datatable, next string) *rolesetv1.ListDatatablesResponse {
+			return &rolesetv1.ListDatatablesResponse{Datatables: ds, NextPageToken: next}
+		})
 }
 
 // The credential modes both ways; UNSPECIFIED maps to "" (keep the stored mode).

@@ -111,8 +111,8 @@ func (e *Engine) SetPermissions(ctx context.Context, workspace, name, defaultRol
 // rendered by the api layer).
 
 // ListClusters lists at most limit registered clusters after the id after.
-func (e *Engine) ListClusters(ctx context.Context, after string, limit int) ([]store.Cluster, error) {
-	return e.store.ListClusters(ctx, after, limit)
+func (e *Engine) ListClusters(ctx context.Context, f store.ClusterFilter, after string, limit int) ([]store.Cluster, error) {
+	return e.store.ListClusters(ctx, f, after, limit)
 }
 
 // Cluster reads one registered cluster.

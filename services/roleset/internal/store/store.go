@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,9 +143,16 @@ func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
 	return scanCluster(s.Pool.QueryRow(ctx, `SELECT `+clusterCols+` FROM cluster WHERE id = $1`, id))
 }
 
+// ClusterFilter selects clusters for ListClusters: every one (the List has no filter yet; the
+// type keeps its shape the shape of every List of the store).
+type ClusterFilter struct{}
+
+// String names the filter; a page token is bound to it (pkg/paging).
+func (ClusterFilter) String() string { return "clusters" }
+
 // ListClusters reads at most limit clusters by id, those after the id after ("": from the
 // first).
-func (s *Store) ListClusters(ctx context.Context, after string, limit int) ([]Cluster, error) {
+func (s *Store) ListClusters(ctx context.Context, _ ClusterFilter, after string, limit int) ([]Cluster, error) {
 	return collect(scanCluster)(s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster WHERE id > $1 ORDER BY id LIMIT $2`,
 		after, limit))
 }
@@ -263,6 +271,16 @@ type RoleFilter struct {
 	ClusterID  string
 	Usable     *bool  // nil: any; else only the roles whose Usable() is this
 	NamePrefix string // "": any name
+}
+
+// String names the filters; a page token is bound to it (pkg/paging), so it differs whenever
+// the rows selected may (an unset Usable differs from both values).
+func (f RoleFilter) String() string {
+	usable := "any"
+	if f.Usable != nil {
+		usable = strconv.FormatBool(*f.Usable)
+	}
+	return fmt.Sprintf("roles cluster=%q usable=%s prefix=%q", f.ClusterID, usable, f.NamePrefix)
 }
 
 // ListRoles reads at most limit of a cluster's roles by name, those after the name after ("":
@@ -434,6 +452,11 @@ type DatatableFilter struct {
 	Workspace      string
 	ClusterID      string // "": any cluster
 	CredentialMode string // "": any mode
+}
+
+// String names the filters; a page token is bound to it (pkg/paging).
+func (f DatatableFilter) String() string {
+	return fmt.Sprintf("datatables workspace=%q cluster=%q mode=%q", f.Workspace, f.ClusterID, f.CredentialMode)
 }
 
 // ListDatatables reads at most limit of a workspace's data tables by name, those after the
