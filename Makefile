@@ -7,7 +7,7 @@ CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./service
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
-.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos chaos-net chaos-policy chaos-pg
+.PHONY: run test generate check-generated lint breaking build bench bench-jobpath tools e2e fuzz clean chaos chaos-net chaos-policy chaos-pg soak
 
 run: build ## start Postgres (unless DATABASE_URL is set), the three services and the gateway
 	scripts/run.sh
@@ -92,3 +92,10 @@ chaos: ## fault builds SIGKILLed at random failpoints and restarted, invariants 
 CHAOS_PG_ROUNDS ?= 4
 chaos-pg: ## Postgres stopped fast / immediate and started under 3 replicas and 64 resolvers, CHAOS_PG_ROUNDS rounds of each
 	MILLWRIGHT_CHAOS_PG_ROUNDS=$(CHAOS_PG_ROUNDS) go test -count=1 -timeout=30m -run '^TestPostgresRestart$$' -v ./gateway/e2e/ | grep -E 'FIGURES|round|^(---|ok|FAIL|PASS)'
+
+# docs/reliability.md, "Load with no fault": make test runs 15 s with 16 callers; this runs
+# SOAK_DURATION with 64. No go test timeout: the test bounds itself (SOAK_DURATION + 10 min).
+# pipefail: grep would otherwise hide a failed run.
+SOAK_DURATION ?= 10m
+soak: ## 3 replicas of each service, 64 callers of mixed traffic (resolves, builder and seat checks, builder flips, role disables) for SOAK_DURATION: errors, wrong decisions, p50/p99 per RPC, memory and goroutines
+	set -o pipefail; MILLWRIGHT_SOAK_DURATION=$(SOAK_DURATION) go test -count=1 -timeout=0 -run '^TestSoak$$' -v ./gateway/e2e/ | grep -E 'FIGURES|^(---|ok|FAIL|PASS)|Error|soak_test'

@@ -99,12 +99,16 @@ start() {
   local sockdir=$SOCK
   (( ${#SOCK} + 20 < 107 )) || sockdir=""
   # Rewritten on every start so that MILLWRIGHT_PG_PORT changes take effect.
+  # max_connections: the end-to-end tests run three replicas of every service on this server,
+  # and policy's pools alone are 24 + 8 connections a replica (plus its listener): the default
+  # 100 is exhausted under load (docs/reliability.md, "Load with no fault").
   cat >"$DATA/localpg.conf" <<EOF
 # Written by scripts/localpg.sh on every start.
 port = $PORT
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$sockdir'
 password_encryption = 'scram-sha-256'
+max_connections = 300
 EOF
   give_pg "$DATA/localpg.conf"
   local out

@@ -20,29 +20,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
-	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
 )
-
-// pgChain is one replica of each service; roleset and billing follow that chain's policy.
-type pgChain struct {
-	name    string
-	policy  policyv1.RunServiceClient
-	roleset rolesetv1.ConnectionServiceClient
-	billing billingv1.BillingServiceClient
-}
-
-// The viewers' groups, by i%5 (the demo's roles: g/emea -> sales_emea, g/apac -> sales_apac,
-// g/analysts -> sales_all). Classes 1 and 3 hold a set login of {sales_all, sales_emea}: they
-// are the revoke victims (taken out of g/emea, they fall back to sales_all's own login, the
-// answer class 2 gets).
-var pgViewerGroups = [5][]string{{"apac"}, {"emea", "analysts"}, {"analysts"}, {"apac", "analysts"}, {"emea", "analysts"}}
 
 // TestPostgresRestart: for each shutdown mode (fast, immediate) and round, under load:
 //   - every resolve answered names the login the viewer's roles decide (the one it named before
@@ -66,100 +49,25 @@ func TestPostgresRestart(t *testing.T) {
 		require.NoError(t, err, "MILLWRIGHT_CHAOS_PG_ROUNDS")
 		rounds, callers, settle = n, 64, 2*time.Second
 	}
-	const nViewers = 20
-	require.LessOrEqual(t, 2*rounds, nViewers*2/5, "one victim per round: at most %d rounds", nViewers/5)
+	require.LessOrEqual(t, 2*rounds, loadViewers*2/5, "one victim per round: at most %d rounds", loadViewers/5)
 
-	st := StartStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dial := func(addr string) *grpc.ClientConn { return dialT(t, addr) }
-	chains := []pgChain{{name: "A", policy: policyv1.NewRunServiceClient(dial(st.Policy)),
-		roleset: rolesetv1.NewConnectionServiceClient(dial(st.Roleset)), billing: billingv1.NewBillingServiceClient(dial(st.Billing))}}
-	for _, name := range []string{"B", "C"} {
-		r := startReplicasB(t, st)
-		chains = append(chains, pgChain{name: name, policy: policyv1.NewRunServiceClient(dial(r.policy)),
-			roleset: rolesetv1.NewConnectionServiceClient(dial(r.roleset)), billing: billingv1.NewBillingServiceClient(dial(r.billing))})
-	}
+	l := startViewerLoad(ctx, t)
+	st, chains, viewers, before, fallback := l.st, l.chains, l.viewers, l.before, l.fallback
+	ws, ada, members := l.ws, l.ada, l.members
 
-	adminToken, svcToken := st.AdminToken(t), st.Token(t, "service-token")
-	admin, svc := repBearer(ctx, adminToken), repBearer(ctx, svcToken)
-	ada := repBearer(ctx, st.Token(t, "ada-token"))
-	polA := dial(st.Policy)
-	ws, tokens := policyv1.NewWorkspaceServiceClient(polA), policyv1.NewTokenServiceClient(polA)
-
-	// 20 viewers, each with a job token of a run they started (as the demo makes alice's).
-	viewers := make([]string, nViewers)
-	job := map[string]string{}
-	members := map[string][]string{"emea": {"alice"}, "apac": {"bob"}, "analysts": {"devon"}}
-	for i := range viewers {
-		v := fmt.Sprintf("viewer%02d", i)
-		viewers[i] = v
-		_, err := ws.UpsertMember(admin, &policyv1.UpsertMemberRequest{Workspace: "demo", Username: v,
-			Email: v + "@example.com", Role: policyv1.Role_ROLE_OPERATOR})
-		require.NoError(t, err)
-		tok, err := tokens.CreateToken(admin, &policyv1.CreateTokenRequest{Workspace: "demo", Username: v,
-			Label: "pgrestart", ExpiresAt: timestamppb.New(time.Now().Add(24 * time.Hour))})
-		require.NoError(t, err)
-		run, err := chains[0].policy.RecordRun(svc, &policyv1.RecordRunRequest{Workspace: "demo", JobId: repJobID(t),
-			PermissionedAs: "u/" + v, Origin: policyv1.RunOrigin_RUN_ORIGIN_DIRECT, Credential: tok.GetToken()})
-		require.NoError(t, err)
-		job[v] = run.GetJobToken()
-		for _, g := range pgViewerGroups[i%5] {
-			members[g] = append(members[g], v)
-		}
-	}
-	for g, m := range members {
-		_, err := ws.UpsertGroup(ada, &policyv1.UpsertGroupRequest{Workspace: "demo", Name: g, Members: m})
-		require.NoError(t, err, "group %s", g)
-	}
-	directMode(admin, t, st, rolesetv1.NewDatatableServiceClient(dial(st.Roleset)))
-
-	resolve := func(ctx context.Context, c pgChain, v string) (*rolesetv1.ResolveConnectionResponse, error) {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		return c.roleset.ResolveConnection(repBearer(ctx, job[v]), &rolesetv1.ResolveConnectionRequest{Reference: "datatable://main?as=viewer"})
-	}
-	// The answer before any fault: each viewer's login, the same on every replica (the group
-	// changes reach roleset through policy's stream: polled, bounded).
-	wantRoles := map[int][]string{0: {"sales_apac"}, 1: {"sales_all", "sales_emea"}, 2: {"sales_all"},
-		3: {"sales_all", "sales_apac"}, 4: {"sales_all", "sales_emea"}}
-	before := map[string]string{}
-	for i, v := range viewers {
-		for _, c := range chains {
-			repPoll(t, 10*time.Second, func() (bool, string) {
-				r, err := resolve(ctx, c, v)
-				if err != nil || !slices.Equal(repSorted(r.GetRoles()), wantRoles[i%5]) {
-					return false, fmt.Sprintf("%s on %s: %v %v", v, c.name, r.GetRoles(), err)
-				}
-				if before[v] == "" {
-					before[v] = r.GetUser()
-				}
-				return r.GetUser() == before[v], fmt.Sprintf("%s on %s: %s, on A %s", v, c.name, r.GetUser(), before[v])
-			})
-		}
-	}
-	fallback := before[viewers[2]] // sales_all's own login: a victim's answer once out of g/emea
-
-	// allowed[v]: the logins a resolve of v may name now. A call is right if its answer is
-	// allowed when it started or when it returned (a call in flight across a change).
-	allowed := map[string]*atomic.Pointer[[]string]{}
+	// allowed[v]: the logins a resolve of v may name now.
+	allowed := map[string]*allowedAnswers{}
 	for _, v := range viewers {
-		allowed[v] = &atomic.Pointer[[]string]{}
-		allowed[v].Store(&[]string{before[v]})
+		allowed[v] = newAllowed(before[v])
 	}
 	var (
-		mu         sync.Mutex
-		violations []string
+		violations violationLog
 		okCalls    atomic.Int64
 		refusals   sync.Map // codes.Code -> *atomic.Int64
 	)
-	violate := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(violations) < 20 {
-			violations = append(violations, fmt.Sprintf(format, args...))
-		}
-	}
+	violate := violations.add
 	refused := func(code codes.Code) *atomic.Int64 {
 		n, _ := refusals.LoadOrStore(code, &atomic.Int64{})
 		return n.(*atomic.Int64)
@@ -170,22 +78,23 @@ func TestPostgresRestart(t *testing.T) {
 		load.Go(func() {
 			for loadCtx.Err() == nil {
 				v, c := viewers[rand.IntN(len(viewers))], chains[rand.IntN(len(chains))]
-				was := *allowed[v].Load()
-				r, err := resolve(loadCtx, c, v)
+				a := allowed[v].judge(func() (string, error) {
+					r, err := l.resolve(loadCtx, c, v)
+					return r.GetUser(), err
+				})
 				if loadCtx.Err() != nil {
 					return
 				}
-				now := *allowed[v].Load()
-				switch code := status.Code(err); {
-				case err == nil && (slices.Contains(was, r.GetUser()) || slices.Contains(now, r.GetUser())):
+				switch code := status.Code(a.err); {
+				case a.right:
 					okCalls.Add(1)
-				case err == nil:
-					violate("wrong answer: %s on %s got %s, allowed %v then %v", v, c.name, r.GetUser(), was, now)
+				case a.err == nil:
+					violate("wrong answer: %s on %s got %s, allowed %v then %v", v, c.name, a.got, a.was, a.now)
 				case code == codes.Unavailable || code == codes.DeadlineExceeded:
 					refused(code).Add(1)
 					time.Sleep(10 * time.Millisecond) // a caller backs off; no hot loop on 2 cores
 				default:
-					violate("%s on %s refused with %v, want Unavailable or DeadlineExceeded", v, c.name, err)
+					violate("%s on %s refused with %v, want Unavailable or DeadlineExceeded", v, c.name, a.err)
 				}
 			}
 		})
@@ -195,20 +104,20 @@ func TestPostgresRestart(t *testing.T) {
 	// serving says whether chain c answers a fresh call on each of its services: policy (a run
 	// lookup), roleset (a resolve of the probe viewer, checked), billing (the seat usage).
 	probe := viewers[0]
-	serving := func(c pgChain) error {
+	serving := func(c replicaChain) error {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if _, err := c.policy.GetRunIdentity(repBearer(cctx, svcToken), &policyv1.GetRunIdentityRequest{JobToken: job[probe]}); err != nil {
+		if _, err := c.policy.GetRunIdentity(repBearer(cctx, l.svcToken), &policyv1.GetRunIdentityRequest{JobToken: l.job[probe]}); err != nil {
 			return fmt.Errorf("policy: %w", err)
 		}
-		r, err := resolve(cctx, c, probe)
+		r, err := l.resolve(cctx, c, probe)
 		if err != nil {
 			return fmt.Errorf("roleset: %w", err)
 		}
 		if r.GetUser() != before[probe] {
 			return fmt.Errorf("roleset answers %s for %s, want %s", r.GetUser(), probe, before[probe])
 		}
-		if _, err := c.billing.GetSeatUsage(repBearer(cctx, adminToken), &billingv1.GetSeatUsageRequest{}); err != nil {
+		if _, err := c.billing.GetSeatUsage(repBearer(cctx, l.adminToken), &billingv1.GetSeatUsageRequest{}); err != nil {
 			return fmt.Errorf("billing: %w", err)
 		}
 		return nil
@@ -219,12 +128,7 @@ func TestPostgresRestart(t *testing.T) {
 		down, recovery, revoke time.Duration
 	}
 	var results []result
-	victims := []string{}
-	for i, v := range viewers {
-		if i%5 == 1 || i%5 == 4 {
-			victims = append(victims, v)
-		}
-	}
+	victims := l.emeaSets()
 	time.Sleep(settle)
 	for _, mode := range []string{"fast", "immediate"} {
 		for range rounds {
@@ -237,7 +141,7 @@ func TestPostgresRestart(t *testing.T) {
 			// The revoke, issued while Postgres is down and retried until it succeeds.
 			revoked := make(chan time.Time, 1)
 			members["emea"] = slices.DeleteFunc(members["emea"], func(m string) bool { return m == victim })
-			allowed[victim].Store(&[]string{before[victim], fallback})
+			allowed[victim].Set(before[victim], fallback)
 			go func() {
 				for {
 					cctx, cancel := context.WithTimeout(ada, 2*time.Second)
@@ -285,12 +189,12 @@ func TestPostgresRestart(t *testing.T) {
 			require.NoError(t, ctx.Err())
 			for _, c := range chains {
 				repPoll(t, 5*time.Second+time.Until(done), func() (bool, string) {
-					r, err := resolve(ctx, c, victim)
+					r, err := l.resolve(ctx, c, victim)
 					return err == nil && r.GetUser() == fallback, fmt.Sprintf("%s on %s after the revoke: %s %v", victim, c.name, r.GetUser(), err)
 				})
 			}
 			honoured := time.Since(done)
-			allowed[victim].Store(&[]string{fallback}) // from now on the old login is a stale "yes"
+			allowed[victim].Set(fallback) // from now on the old login is a stale "yes"
 			results = append(results, result{mode: mode, down: down, recovery: recovery, revoke: honoured})
 			t.Logf("round %s: stopped in %v, down %v, every replica serving %v after Postgres was back %v, "+
 				"revoke done %v after the stop, honoured by every replica %v later",
@@ -301,9 +205,7 @@ func TestPostgresRestart(t *testing.T) {
 	stopLoad()
 	load.Wait()
 
-	mu.Lock()
-	require.Empty(t, violations)
-	mu.Unlock()
+	violations.requireNone(t)
 	counts := map[codes.Code]int64{}
 	refusals.Range(func(k, v any) bool { counts[k.(codes.Code)] = v.(*atomic.Int64).Load(); return true })
 	for _, mode := range []string{"fast", "immediate"} {
@@ -319,17 +221,6 @@ func TestPostgresRestart(t *testing.T) {
 			mode, len(rec), callers, rec[len(rec)/2], rec[len(rec)-1], rev[len(rev)/2], rev[len(rev)-1])
 	}
 	t.Logf("FIGURES calls: %d answered right, refused %v, violations 0", okCalls.Load(), counts)
-}
-
-// directMode puts the demo's data table in direct mode, whose answer is the login itself (in
-// proxy mode it is a ticket for it; roleset/internal/itest TestProxyTickets covers the proxy).
-func directMode(admin context.Context, t *testing.T, st *Stack, c rolesetv1.DatatableServiceClient) {
-	t.Helper()
-	_, err := c.UpsertDatatable(admin, &rolesetv1.UpsertDatatableRequest{
-		Workspace: "demo", Name: "main", ClusterId: "local", Database: "millwright_demo", AdminUser: "millwright_demo_admin",
-		AdminPassword: st.Token(t, "demo-admin-password"), DefaultRole: "$none",
-		CredentialMode: rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT})
-	require.NoError(t, err)
 }
 
 // Postgres runs scripts/localpg.sh on the stack's Postgres (start, or stop fast|immediate).

@@ -327,7 +327,10 @@ func TestReplicasEndToEnd(t *testing.T) {
 }
 
 // replicasB are the addresses of the second replica of each service.
-type replicasB struct{ policy, roleset, billing string }
+type replicasB struct {
+	policy, roleset, billing string
+	metrics                  []string // /metrics of policy, roleset and billing
+}
 
 // startReplicasB starts replica B of policy, roleset and billing from the stack's binaries on
 // the stack's databases, with the environment scripts/run.sh gives its services (tokens,
@@ -337,7 +340,7 @@ func startReplicasB(t *testing.T, st *Stack) replicasB {
 	t.Helper()
 	ports := repFreePorts(t, 6)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	b := replicasB{policy: addr(0), roleset: addr(1), billing: addr(2)}
+	b := replicasB{policy: addr(0), roleset: addr(1), billing: addr(2), metrics: []string{addr(3), addr(4), addr(5)}}
 
 	var env []string
 	for _, kv := range os.Environ() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/millwright/millwright/pkg/errs"
 	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
 	"github.com/millwright/millwright/pkg/server"
 )
@@ -132,7 +134,49 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 	if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
 		w = &statusOverride{ResponseWriter: w, code: http.StatusConflict}
 	}
-	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, decodeRefusal(err))
+}
+
+// decodeRefusal gives the gateway's own refusals of a request it could not decode (a JSON
+// body or a query or path parameter of the wrong type) the form of every other refusal:
+// InvalidArgument with ErrorInfo INVALID_FIELD naming the field and the rule "json", and a
+// BadRequest violation. grpc-gateway answers them with protojson's bare message and no
+// details; the services' own InvalidArgument answers always carry details and pass as they are.
+func decodeRefusal(err error) error {
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.InvalidArgument || len(s.Details()) > 0 {
+		return err
+	}
+	msg := strings.TrimPrefix(s.Message(), "proto: ")
+	field := "body"
+	if m := decodeField.FindStringSubmatch(msg); m != nil {
+		field = snakeCase(m[1] + m[2] + m[3])
+	}
+	if strings.HasSuffix(field, "_json") && strings.Contains(msg, "invalid value for string field") {
+		msg = field + " must be a JSON string holding the document (the object encoded as a string, " +
+			`e.g. "{\"value\": {}}"), not a JSON object or array`
+	}
+	return errs.InvalidField(field, "json", "the request could not be decoded: "+msg)
+}
+
+// decodeField finds the field in protojson's and grpc-gateway's decoding errors: "invalid value
+// for string field flowJson: {", `unknown field "nope"`, "parameter: workspace".
+var decodeField = regexp.MustCompile(`field ([A-Za-z_][A-Za-z0-9_]*)|field "([A-Za-z_][A-Za-z0-9_.]*)"|parameter: ([A-Za-z_][A-Za-z0-9_.]*)`)
+
+// snakeCase turns protojson's JSON name (flowJson) back into the proto name (flow_json) every
+// other refusal uses.
+func snakeCase(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 type statusOverride struct {

@@ -32,17 +32,28 @@ func AuditRules() audit.Rules {
 		policyv1.WorkspaceService_DeleteGroup_FullMethodName:     change,
 		policyv1.WorkspaceService_UpsertFolder_FullMethodName:    change,
 		policyv1.WorkspaceService_DeleteFolder_FullMethodName:    change,
+		policyv1.WorkspaceService_GetWorkspace_FullMethodName:    audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_ListWorkspaces_FullMethodName:  audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_GetMember_FullMethodName:       audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_ListMembers_FullMethodName:     audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_GetGroup_FullMethodName:        audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_ListGroups_FullMethodName:      audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_GetFolder_FullMethodName:       audit.NotAudited(notAuditedRead),
+		policyv1.WorkspaceService_ListFolders_FullMethodName:     audit.NotAudited(notAuditedRead),
 		policyv1.WorkspaceService_ResolveTenancy_FullMethodName: audit.NotAudited("a lookup for another service (service token only): " +
 			"the decision it feeds is recorded where it is made (roleset's ResolveConnection records the credential it issues or refuses)"),
 		policyv1.WorkspaceService_GetMembershipSnapshot_FullMethodName: audit.NotAudited(notAuditedRead +
 			" (the snapshot billing and roleset start their projections from; service token only)"),
 
 		// The catalog.
-		policyv1.CatalogService_RegisterScript_FullMethodName: change,
-		policyv1.CatalogService_RegisterFlow_FullMethodName:   change,
-		policyv1.CatalogService_RegisterApp_FullMethodName:    change,
-		policyv1.CatalogService_RemoveRunnable_FullMethodName: change,
-		policyv1.CatalogService_ListReadable_FullMethodName:   audit.NotAudited(notAuditedRead),
+		policyv1.CatalogService_RegisterScript_FullMethodName:     change,
+		policyv1.CatalogService_RegisterFlow_FullMethodName:       change,
+		policyv1.CatalogService_RegisterApp_FullMethodName:        change,
+		policyv1.CatalogService_RemoveRunnable_FullMethodName:     change,
+		policyv1.CatalogService_ListReadable_FullMethodName:       audit.NotAudited(notAuditedRead),
+		policyv1.CatalogService_GetRunnable_FullMethodName:        audit.NotAudited(notAuditedRead),
+		policyv1.CatalogService_ListRunnables_FullMethodName:      audit.NotAudited(notAuditedRead),
+		policyv1.CatalogService_ListScriptVersions_FullMethodName: audit.NotAudited(notAuditedRead),
 		// CheckReadable and CheckTags answer allowed or refused: the same path and tag rules the
 		// builder checks apply inside CheckFlow, so the same class (and the same failing closed).
 		policyv1.CatalogService_CheckReadable_FullMethodName: builder,
@@ -58,6 +69,8 @@ func AuditRules() audit.Rules {
 		// token's id and the keyed hash of the secret.
 		policyv1.TokenService_CreateToken_FullMethodName: audit.Decision(audit.Credential),
 		policyv1.TokenService_RevokeToken_FullMethodName: audit.Mutation(audit.Token),
+		policyv1.TokenService_GetToken_FullMethodName:    audit.NotAudited(notAuditedRead + " (metadata: the secret is never stored)"),
+		policyv1.TokenService_ListTokens_FullMethodName:  audit.NotAudited(notAuditedRead + " (metadata: the secret is never stored)"),
 		policyv1.TokenService_Authenticate_FullMethodName: audit.NotAudited("a lookup for another service's authentication " +
 			"(service token only, through pkg/policyclient's cache): what the caller then grants or refuses is recorded " +
 			"by that service with the identity as its actor; an event per lookup would add a write to every cache miss of every service"),
@@ -65,6 +78,8 @@ func AuditRules() audit.Rules {
 		// Runs.
 		policyv1.RunService_RecordRun_FullMethodName:      audit.NotAudited(notAuditedJobPath),
 		policyv1.RunService_FinishRun_FullMethodName:      audit.NotAudited(notAuditedJobPath),
+		policyv1.RunService_GetRun_FullMethodName:         audit.NotAudited(notAuditedRead),
+		policyv1.RunService_ListRuns_FullMethodName:       audit.NotAudited(notAuditedRead),
 		policyv1.RunService_GetRunIdentity_FullMethodName: audit.NotAudited(notAuditedRead + " (the identity recorded with the run)"),
 		policyv1.RunService_ResultCacheKey_FullMethodName: audit.NotAudited(notAuditedRead + " (a hash computed from the run's record)"),
 

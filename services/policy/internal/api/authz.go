@@ -41,14 +41,24 @@ type Rule struct {
 // Rules is the authorization table: every RPC of every policy service, in one place. A method
 // missing here is refused (TestEveryMethodHasARule keeps it complete).
 var Rules = map[string]Rule{
-	policyv1.WorkspaceService_CreateWorkspace_FullMethodName:       {},
-	policyv1.WorkspaceService_UpsertMember_FullMethodName:          {User: UserAdmin, Scope: "workspace:write"},
-	policyv1.WorkspaceService_RemoveMember_FullMethodName:          {User: UserAdmin, Scope: "workspace:write"},
-	policyv1.WorkspaceService_UpsertGroup_FullMethodName:           {User: UserAdmin, Scope: "workspace:write"},
-	policyv1.WorkspaceService_DeleteGroup_FullMethodName:           {User: UserAdmin, Scope: "workspace:write"},
-	policyv1.WorkspaceService_UpsertFolder_FullMethodName:          {User: UserAdmin, Scope: "workspace:write"},
-	policyv1.WorkspaceService_DeleteFolder_FullMethodName:          {User: UserAdmin, Scope: "workspace:write"},
-	policyv1.WorkspaceService_ResolveTenancy_FullMethodName:        {Service: true},
+	policyv1.WorkspaceService_CreateWorkspace_FullMethodName: {},
+	policyv1.WorkspaceService_UpsertMember_FullMethodName:    {User: UserAdmin, Scope: "workspace:write"},
+	policyv1.WorkspaceService_RemoveMember_FullMethodName:    {User: UserAdmin, Scope: "workspace:write"},
+	policyv1.WorkspaceService_UpsertGroup_FullMethodName:     {User: UserAdmin, Scope: "workspace:write"},
+	policyv1.WorkspaceService_DeleteGroup_FullMethodName:     {User: UserAdmin, Scope: "workspace:write"},
+	policyv1.WorkspaceService_UpsertFolder_FullMethodName:    {User: UserAdmin, Scope: "workspace:write"},
+	policyv1.WorkspaceService_DeleteFolder_FullMethodName:    {User: UserAdmin, Scope: "workspace:write"},
+	policyv1.WorkspaceService_ResolveTenancy_FullMethodName:  {Service: true},
+	// Read-back (issue 17): what a member sees in the product (the workspace, its members,
+	// groups and folders) any member may read; every workspace, only the platform.
+	policyv1.WorkspaceService_GetWorkspace_FullMethodName:          {Service: true, User: UserMember, Scope: "workspace:read"},
+	policyv1.WorkspaceService_ListWorkspaces_FullMethodName:        {Service: true},
+	policyv1.WorkspaceService_GetMember_FullMethodName:             {Service: true, User: UserMember, Scope: "workspace:read"},
+	policyv1.WorkspaceService_ListMembers_FullMethodName:           {Service: true, User: UserMember, Scope: "workspace:read"},
+	policyv1.WorkspaceService_GetGroup_FullMethodName:              {Service: true, User: UserMember, Scope: "workspace:read"},
+	policyv1.WorkspaceService_ListGroups_FullMethodName:            {Service: true, User: UserMember, Scope: "workspace:read"},
+	policyv1.WorkspaceService_GetFolder_FullMethodName:             {Service: true, User: UserMember, Scope: "workspace:read"},
+	policyv1.WorkspaceService_ListFolders_FullMethodName:           {Service: true, User: UserMember, Scope: "workspace:read"},
 	policyv1.WorkspaceService_GetMembershipSnapshot_FullMethodName: {Service: true},
 
 	policyv1.CatalogService_RegisterScript_FullMethodName: {Service: true, User: UserAdmin, Scope: "catalog:write"},
@@ -57,6 +67,11 @@ var Rules = map[string]Rule{
 	policyv1.CatalogService_RemoveRunnable_FullMethodName: {Service: true, User: UserAdmin, Scope: "catalog:write"},
 	policyv1.CatalogService_ListReadable_FullMethodName:   {Service: true, User: UserMember, Scope: "catalog:read"},
 	policyv1.CatalogService_CheckReadable_FullMethodName:  {Service: true, User: UserMember, Scope: "catalog:read"},
+	// The whole catalog, unfiltered by the read rule: admins (who read everything anyway).
+	// A member reads what it may through ListReadable.
+	policyv1.CatalogService_GetRunnable_FullMethodName:        {Service: true, User: UserAdmin, Scope: "catalog:read"},
+	policyv1.CatalogService_ListRunnables_FullMethodName:      {Service: true, User: UserAdmin, Scope: "catalog:read"},
+	policyv1.CatalogService_ListScriptVersions_FullMethodName: {Service: true, User: UserAdmin, Scope: "catalog:read"},
 
 	policyv1.TagService_SetWorkerTags_FullMethodName: {User: UserAdmin, Scope: "workspace:write"},
 	policyv1.TagService_GetWorkerTags_FullMethodName: {Service: true, User: UserMember, Scope: "workspace:read"},
@@ -65,11 +80,18 @@ var Rules = map[string]Rule{
 	policyv1.TokenService_CreateToken_FullMethodName:  {User: UserMember, Scope: "tokens:write"},
 	policyv1.TokenService_RevokeToken_FullMethodName:  {User: UserMember, Scope: "tokens:write"},
 	policyv1.TokenService_Authenticate_FullMethodName: {Service: true},
+	// A member reads its own tokens' metadata, an admin every member's (the handler narrows).
+	policyv1.TokenService_GetToken_FullMethodName:   {Service: true, User: UserMember, Scope: "tokens:read"},
+	policyv1.TokenService_ListTokens_FullMethodName: {Service: true, User: UserMember, Scope: "tokens:read"},
 
 	policyv1.RunService_RecordRun_FullMethodName:      {Service: true},
 	policyv1.RunService_GetRunIdentity_FullMethodName: {Service: true, Job: true},
 	policyv1.RunService_FinishRun_FullMethodName:      {Service: true},
 	policyv1.RunService_ResultCacheKey_FullMethodName: {Service: true, Job: true},
+	// Who ran what as whom: the workspace's admins (a job token reads its own run through
+	// GetRunIdentity).
+	policyv1.RunService_GetRun_FullMethodName:   {Service: true, User: UserAdmin, Scope: "runs:read"},
+	policyv1.RunService_ListRuns_FullMethodName: {Service: true, User: UserAdmin, Scope: "runs:read"},
 
 	policyv1.SettingsService_GetOperatorSettings_FullMethodName:    {Service: true, User: UserMember, Scope: "workspace:read"},
 	policyv1.SettingsService_UpdateOperatorSettings_FullMethodName: {User: UserAdmin, Scope: "workspace:write"},

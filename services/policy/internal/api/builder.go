@@ -265,6 +265,11 @@ func (s *builderServer) CheckFlow(ctx context.Context, req *policyv1.CheckFlowRe
 }
 
 var deployPaths = map[policyv1.DeployPath]builder.DeployPath{
+	// No deploy path named: create_app / update_app, the platform's one endpoint that takes an
+	// app value (the request's app_value_json), hence VALUE (docs/policy.md, "CheckApp's
+	// default deploy path"). The source path is a different endpoint taking files, never an
+	// app value, so a platform calling it knows to say SOURCE.
+	policyv1.DeployPath_DEPLOY_PATH_UNSPECIFIED: builder.DeployMultipart,
 	// An app value deploy compiles nothing server-side, like the multipart path.
 	policyv1.DeployPath_DEPLOY_PATH_VALUE:     builder.DeployMultipart,
 	policyv1.DeployPath_DEPLOY_PATH_MULTIPART: builder.DeployMultipart,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
@@ -142,7 +143,20 @@ func TestBuilderCallerModel(t *testing.T) {
 	// Envelope validation.
 	_, err = bc.CheckFlow(service, &policyv1.CheckFlowRequest{Workspace: "w", OnBehalfOf: "op", FlowJson: mine})
 	requireField(t, err, "action")
-	_, err = bc.CheckApp(service, &policyv1.CheckAppRequest{Workspace: "w", OnBehalfOf: "op", AppValueJson: `{}`})
+	// No deploy path is the value path (create_app), never the source path an operator may
+	// not use: the same answer as VALUE, and SOURCE refused.
+	app := func(dp policyv1.DeployPath) (*policyv1.CheckAppResponse, error) {
+		return bc.CheckApp(service, &policyv1.CheckAppRequest{Workspace: "w", OnBehalfOf: "op", AppValueJson: `{}`,
+			DeployPath: dp, CallerScopes: []string{"*"}})
+	}
+	unset, err := app(policyv1.DeployPath_DEPLOY_PATH_UNSPECIFIED)
+	require.NoError(t, err)
+	value, err := app(policyv1.DeployPath_DEPLOY_PATH_VALUE)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(value, unset), "unset answers as VALUE: %v, %v", unset, value)
+	_, err = app(policyv1.DeployPath_DEPLOY_PATH_SOURCE)
+	requireCode(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_SOURCE_DEPLOY)
+	_, err = app(policyv1.DeployPath(42))
 	requireField(t, err, "deploy_path")
 	_, err = bc.CheckPreview(service, &policyv1.CheckPreviewRequest{Workspace: "w", OnBehalfOf: "op"})
 	requireField(t, err, "target")

@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/paging"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 	"github.com/millwright/millwright/services/policy/internal/store"
 )
@@ -58,7 +60,19 @@ func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListRead
 		return nil, err
 	}
 	k, _ := kinds.fromProto(req.GetKind()) // unspecified: "" = every kind
-	items, err := s.h.Store.ListReadable(ctx, who, req.GetWorkspace(), k)
+	filters := fmt.Sprint(req.GetWorkspace(), "|", who, "|", k)
+	after, err := paging.Decode(req.GetPageToken(), filters, 2)
+	if err != nil {
+		return nil, err
+	}
+	if after == nil {
+		after = []string{"", ""}
+	}
+	limit, err := paging.Size(req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	items, more, err := s.h.Store.ListReadable(ctx, who, req.GetWorkspace(), k, after[0], after[1], limit)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -66,6 +80,10 @@ func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListRead
 	for _, it := range items {
 		out.Runnables = append(out.Runnables, &policyv1.Runnable{Kind: kinds.toProto(it.Kind), Path: it.Path,
 			LatestHash: it.LatestHash, OnBehalfOf: it.OnBehalfOf})
+	}
+	if more {
+		last := items[len(items)-1]
+		out.NextPageToken = paging.Encode(filters, string(last.Kind), last.Path)
 	}
 	return out, nil
 }

@@ -57,3 +57,12 @@ func mapErr(err error) error {
 	}
 	return err
 }
+
+// taken is err, except that a create finding its key taken answers errs.AlreadyExists naming
+// the existing resource (docs/conventions.md, "Creates are safe to retry").
+func taken(err error, kind, key string) error {
+	if errors.Is(err, rulebook.ErrAlreadyExists) {
+		return errs.AlreadyExists(kind, key, kind+" "+key+" already exists: read it back with Get")
+	}
+	return err
+}

@@ -49,6 +49,20 @@ func TestSharedFieldRules(t *testing.T) {
 		&policyv1.CheckFlowRequest{Workspace: ws, Action: policyv1.FlowAction_FLOW_ACTION_SAVE},
 		&policyv1.CheckAppRequest{Workspace: ws, DeployPath: policyv1.DeployPath_DEPLOY_PATH_VALUE},
 		&policyv1.CheckPreviewRequest{Workspace: ws, Target: &policyv1.CheckPreviewRequest_RawCode{RawCode: "x"}},
+		&policyv1.GetWorkspaceRequest{Workspace: ws},
+		&policyv1.GetMemberRequest{Workspace: ws, Username: user},
+		&policyv1.ListMembersRequest{Workspace: ws},
+		&policyv1.GetGroupRequest{Workspace: ws, Name: "g"},
+		&policyv1.ListGroupsRequest{Workspace: ws, Member: user},
+		&policyv1.GetFolderRequest{Workspace: ws, Name: "f"},
+		&policyv1.ListFoldersRequest{Workspace: ws},
+		&policyv1.GetRunnableRequest{Workspace: ws, Kind: policyv1.RunnableKind_RUNNABLE_KIND_FLOW, Path: path},
+		&policyv1.ListRunnablesRequest{Workspace: ws},
+		&policyv1.ListScriptVersionsRequest{Workspace: ws, Path: path},
+		&policyv1.GetRunRequest{Workspace: ws, JobId: "00000000-0000-0000-0000-000000000001"},
+		&policyv1.ListRunsRequest{Workspace: ws},
+		&policyv1.GetTokenRequest{Workspace: ws, TokenId: "t"},
+		&policyv1.ListTokensRequest{Workspace: ws, Username: user},
 	}
 	optional := "empty means the caller"
 	validatetest.Run(t, api.Validators(), api.ServiceDescs, bases, validatetest.Options{
@@ -62,6 +76,8 @@ func TestSharedFieldRules(t *testing.T) {
 			"millwright.policy.v1.CreateTokenRequest.username":           optional,
 			"millwright.policy.v1.CheckOperatorCanBuildRequest.username": optional,
 			"millwright.policy.v1.ResolveTenancyRequest.username":        "one of email and username",
+			"millwright.policy.v1.ListTokensRequest.username":            "empty means the caller's own, or every member's",
+			"millwright.policy.v1.ListGroupsRequest.member":              "empty means every group",
 			"millwright.policy.v1.ResolveTenancyRequest.email":           "one of email and username",
 		},
 	})

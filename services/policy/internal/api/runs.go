@@ -33,7 +33,7 @@ func (s *runServer) RecordRun(ctx context.Context, req *policyv1.RecordRunReques
 			TokenID: rulebook.NewTokenID(), TokenDigest: digest, ExpiresAt: time.Now().Add(s.h.JobTokenTTL),
 		})
 		if err != nil {
-			return nil, err
+			return nil, taken(err, "run", req.GetJobId())
 		}
 		return &policyv1.RecordRunResponse{JobToken: secret, Run: runToProto(run)}, nil
 	})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/millwright/millwright/pkg/errs"
 	policyv1 "github.com/millwright/millwright/pkg/gen/millwright/policy/v1"
+	"github.com/millwright/millwright/pkg/paging"
 	"github.com/millwright/millwright/pkg/validate"
 	"github.com/millwright/millwright/services/policy/internal/rulebook"
 )
@@ -97,6 +98,7 @@ func permissionedAs(v string, origin policyv1.RunOrigin) error {
 // validators returns the registry with one validator per request message.
 func validators() *validate.Registry {
 	r := validate.NewRegistry()
+	readBackValidators(r)
 	// WorkspaceService
 	validate.Add(r, func(m *policyv1.CreateWorkspaceRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), required("name", m.GetName()),
@@ -167,7 +169,8 @@ func validators() *validate.Registry {
 		return validate.First(workspace(m.GetWorkspace()), kind("kind", m.GetKind(), false), path("path", m.GetPath()))
 	})
 	validate.Add(r, func(m *policyv1.ListReadableRequest) error {
-		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()), kind("kind", m.GetKind(), true))
+		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()), kind("kind", m.GetKind(), true),
+			pageSize(m.GetPageSize()))
 	})
 	validate.Add(r, func(m *policyv1.CheckReadableRequest) error {
 		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()),
@@ -291,7 +294,7 @@ func validators() *validate.Registry {
 	validate.Add(r, func(m *policyv1.CheckAppRequest) error {
 		_, ok := deployPaths[m.GetDeployPath()]
 		return validate.First(workspace(m.GetWorkspace()), optUsername("on_behalf_of", m.GetOnBehalfOf()),
-			rule("deploy_path", validate.RuleOneOf, ok, "must be VALUE, MULTIPART or SOURCE"),
+			rule("deploy_path", validate.RuleOneOf, ok, "must be VALUE, MULTIPART, SOURCE or unset (VALUE)"),
 			validate.MaxItems("caller_scopes", m.GetCallerScopes(), rulebook.MaxScopes),
 			validate.Each("caller_scopes", m.GetCallerScopes(), func(f, s string) error {
 				return rule(f, "scope", s == "*" || rulebook.ValidScope(s), "must look like area:action, or *")
@@ -324,4 +327,68 @@ func validators() *validate.Registry {
 var eventKinds = map[string]bool{
 	"member": true, "group": true, "folder": true, "catalog": true, "tag": true,
 	"token": true, "run": true, "settings": true,
+}
+
+// pageSize checks a List's page_size (pkg/paging); its page_token is checked by the handler,
+// against the request's filters.
+func pageSize(n int32) error {
+	_, err := paging.Size(n)
+	return err
+}
+
+// readBackValidators are the Get and List requests' (issue 17).
+func readBackValidators(r *validate.Registry) {
+	validate.Add(r, func(m *policyv1.GetWorkspaceRequest) error { return workspace(m.GetWorkspace()) })
+	validate.Add(r, func(m *policyv1.ListWorkspacesRequest) error { return pageSize(m.GetPageSize()) })
+	validate.Add(r, func(m *policyv1.GetMemberRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), username("username", m.GetUsername()))
+	})
+	validate.Add(r, func(m *policyv1.ListMembersRequest) error {
+		if m.GetRole() != policyv1.Role_ROLE_UNSPECIFIED {
+			if err := role("role", m.GetRole()); err != nil {
+				return err
+			}
+		}
+		return validate.First(workspace(m.GetWorkspace()), pageSize(m.GetPageSize()))
+	})
+	validate.Add(r, func(m *policyv1.GetGroupRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), groupName("name", m.GetName()))
+	})
+	validate.Add(r, func(m *policyv1.ListGroupsRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), optUsername("member", m.GetMember()), pageSize(m.GetPageSize()))
+	})
+	validate.Add(r, func(m *policyv1.GetFolderRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), folderName("name", m.GetName()))
+	})
+	validate.Add(r, func(m *policyv1.ListFoldersRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), pageSize(m.GetPageSize()))
+	})
+	validate.Add(r, func(m *policyv1.GetRunnableRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), kind("kind", m.GetKind(), false), path("path", m.GetPath()))
+	})
+	validate.Add(r, func(m *policyv1.ListRunnablesRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), kind("kind", m.GetKind(), true),
+			validate.MaxLen("path_prefix", m.GetPathPrefix(), 255), pageSize(m.GetPageSize()))
+	})
+	validate.Add(r, func(m *policyv1.ListScriptVersionsRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), path("path", m.GetPath()), pageSize(m.GetPageSize()))
+	})
+	validate.Add(r, func(m *policyv1.GetRunRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), jobID("job_id", m.GetJobId()))
+	})
+	validate.Add(r, func(m *policyv1.ListRunsRequest) error {
+		if m.GetPermissionedAs() != "" {
+			if err := principal("permissioned_as", m.GetPermissionedAs()); err != nil {
+				return err
+			}
+		}
+		return validate.First(workspace(m.GetWorkspace()), pageSize(m.GetPageSize()))
+	})
+	validate.Add(r, func(m *policyv1.GetTokenRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), required("token_id", m.GetTokenId()),
+			validate.MaxLen("token_id", m.GetTokenId(), 64))
+	})
+	validate.Add(r, func(m *policyv1.ListTokensRequest) error {
+		return validate.First(workspace(m.GetWorkspace()), optUsername("username", m.GetUsername()), pageSize(m.GetPageSize()))
+	})
 }

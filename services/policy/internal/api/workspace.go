@@ -18,7 +18,7 @@ func (s *workspaceServer) CreateWorkspace(ctx context.Context, req *policyv1.Cre
 		first := store.Member{Workspace: req.GetWorkspace(), Username: req.GetAdminUsername(),
 			Email: req.GetAdminEmail(), Role: rulebook.RoleAdmin}
 		err := s.h.Store.CreateWorkspace(ctx, req.GetWorkspace(), req.GetName(), first, s.h.Settings.MemberCheck(first))
-		return &policyv1.CreateWorkspaceResponse{Workspace: req.GetWorkspace()}, err
+		return &policyv1.CreateWorkspaceResponse{Workspace: req.GetWorkspace()}, taken(err, "workspace", req.GetWorkspace())
 	})
 }
 

@@ -117,8 +117,9 @@ type Parts struct {
 }
 
 // defaultMaxConns is the pool size when DATABASE_URL sets none: enough to keep commits of the
-// job path in flight together (PostgreSQL groups their WAL flushes), small enough that three
-// replicas and the other services fit in max_connections = 100.
+// job path in flight together (PostgreSQL groups their WAL flushes). Three replicas take 3 x
+// (24 + jobPoolConns + the listener) = 99 connections, so they and the other services need
+// more than PostgreSQL's default max_connections = 100 (docs/operations.md).
 const defaultMaxConns = 24
 
 // jobPoolConns is the job path's pool: two kinds of statement, up to 4 batches of each in flight.

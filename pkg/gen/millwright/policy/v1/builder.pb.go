@@ -87,7 +87,8 @@ func (FlowAction) EnumDescriptor() ([]byte, []int) {
 type DeployPath int32
 
 const (
-	// Never valid: the platform must say which path it is on.
+	// Unset: DEPLOY_PATH_VALUE, the path of create_app / update_app, the one endpoint that takes
+	// an app value (docs/policy.md, "CheckApp's default deploy path").
 	DeployPath_DEPLOY_PATH_UNSPECIFIED DeployPath = 0
 	// create_app / update_app with an app value (low-code); nothing server-side compiles anything.
 	DeployPath_DEPLOY_PATH_VALUE DeployPath = 1
@@ -606,7 +607,7 @@ type CheckAppRequest struct {
 	AppValueJson string `protobuf:"bytes,3,opt,name=app_value_json,json=appValueJson,proto3" json:"app_value_json,omitempty"`
 	// The app policy JSON, verbatim; empty or "null" means {}. At most 3 MiB.
 	PolicyJson string `protobuf:"bytes,4,opt,name=policy_json,json=policyJson,proto3" json:"policy_json,omitempty"`
-	// The deploy path.
+	// The deploy path; unset means DEPLOY_PATH_VALUE.
 	DeployPath DeployPath `protobuf:"varint,5,opt,name=deploy_path,json=deployPath,proto3,enum=millwright.policy.v1.DeployPath" json:"deploy_path,omitempty"`
 	// The scopes of the credential the platform authenticated for on_behalf_of (service token
 	// only; "*" for a session or unscoped token; empty fails closed). A user token must leave it

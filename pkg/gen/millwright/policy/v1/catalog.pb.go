@@ -665,7 +665,12 @@ type ListReadableRequest struct {
 	// must leave it empty or name itself.
 	Username string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
 	// Only this kind; unspecified for every kind.
-	Kind          RunnableKind `protobuf:"varint,3,opt,name=kind,proto3,enum=millwright.policy.v1.RunnableKind" json:"kind,omitempty"`
+	Kind RunnableKind `protobuf:"varint,3,opt,name=kind,proto3,enum=millwright.policy.v1.RunnableKind" json:"kind,omitempty"`
+	// At most this many (0 means 100; at most 500). Before paging the answer held every
+	// readable item; a client that wants them all follows next_page_token.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,11 +726,27 @@ func (x *ListReadableRequest) GetKind() RunnableKind {
 	return RunnableKind_RUNNABLE_KIND_UNSPECIFIED
 }
 
+func (x *ListReadableRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListReadableRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListReadableResponse lists readable items sorted by kind then path.
 type ListReadableResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The readable items.
-	Runnables     []*Runnable `protobuf:"bytes,1,rep,name=runnables,proto3" json:"runnables,omitempty"`
+	Runnables []*Runnable `protobuf:"bytes,1,rep,name=runnables,proto3" json:"runnables,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,6 +786,13 @@ func (x *ListReadableResponse) GetRunnables() []*Runnable {
 		return x.Runnables
 	}
 	return nil
+}
+
+func (x *ListReadableResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // RunnableRef names one item by kind and path.
@@ -923,6 +951,390 @@ func (*CheckReadableResponse) Descriptor() ([]byte, []int) {
 	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{14}
 }
 
+// GetRunnableRequest names the item.
+type GetRunnableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// Its kind.
+	Kind RunnableKind `protobuf:"varint,2,opt,name=kind,proto3,enum=millwright.policy.v1.RunnableKind" json:"kind,omitempty"`
+	// Its path.
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunnableRequest) Reset() {
+	*x = GetRunnableRequest{}
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunnableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunnableRequest) ProtoMessage() {}
+
+func (x *GetRunnableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunnableRequest.ProtoReflect.Descriptor instead.
+func (*GetRunnableRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetRunnableRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetRunnableRequest) GetKind() RunnableKind {
+	if x != nil {
+		return x.Kind
+	}
+	return RunnableKind_RUNNABLE_KIND_UNSPECIFIED
+}
+
+func (x *GetRunnableRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// GetRunnableResponse is the item.
+type GetRunnableResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item.
+	Runnable *Runnable `protobuf:"bytes,1,opt,name=runnable,proto3" json:"runnable,omitempty"`
+	// Its extra perms, by principal.
+	ExtraPerms    []*ExtraPerm `protobuf:"bytes,2,rep,name=extra_perms,json=extraPerms,proto3" json:"extra_perms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunnableResponse) Reset() {
+	*x = GetRunnableResponse{}
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunnableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunnableResponse) ProtoMessage() {}
+
+func (x *GetRunnableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunnableResponse.ProtoReflect.Descriptor instead.
+func (*GetRunnableResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetRunnableResponse) GetRunnable() *Runnable {
+	if x != nil {
+		return x.Runnable
+	}
+	return nil
+}
+
+func (x *GetRunnableResponse) GetExtraPerms() []*ExtraPerm {
+	if x != nil {
+		return x.ExtraPerms
+	}
+	return nil
+}
+
+// ListRunnablesRequest pages through the catalog.
+type ListRunnablesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only this kind; unspecified for every kind.
+	Kind RunnableKind `protobuf:"varint,4,opt,name=kind,proto3,enum=millwright.policy.v1.RunnableKind" json:"kind,omitempty"`
+	// Only paths starting with this (e.g. "f/sales/"); empty for every path.
+	PathPrefix    string `protobuf:"bytes,5,opt,name=path_prefix,json=pathPrefix,proto3" json:"path_prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunnablesRequest) Reset() {
+	*x = ListRunnablesRequest{}
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunnablesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunnablesRequest) ProtoMessage() {}
+
+func (x *ListRunnablesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunnablesRequest.ProtoReflect.Descriptor instead.
+func (*ListRunnablesRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListRunnablesRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListRunnablesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunnablesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRunnablesRequest) GetKind() RunnableKind {
+	if x != nil {
+		return x.Kind
+	}
+	return RunnableKind_RUNNABLE_KIND_UNSPECIFIED
+}
+
+func (x *ListRunnablesRequest) GetPathPrefix() string {
+	if x != nil {
+		return x.PathPrefix
+	}
+	return ""
+}
+
+// ListRunnablesResponse is one page, by (kind, path).
+type ListRunnablesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The items.
+	Runnables []*Runnable `protobuf:"bytes,1,rep,name=runnables,proto3" json:"runnables,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunnablesResponse) Reset() {
+	*x = ListRunnablesResponse{}
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunnablesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunnablesResponse) ProtoMessage() {}
+
+func (x *ListRunnablesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunnablesResponse.ProtoReflect.Descriptor instead.
+func (*ListRunnablesResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListRunnablesResponse) GetRunnables() []*Runnable {
+	if x != nil {
+		return x.Runnables
+	}
+	return nil
+}
+
+func (x *ListRunnablesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ListScriptVersionsRequest names the script.
+type ListScriptVersionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The script's path.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScriptVersionsRequest) Reset() {
+	*x = ListScriptVersionsRequest{}
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScriptVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScriptVersionsRequest) ProtoMessage() {}
+
+func (x *ListScriptVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScriptVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListScriptVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListScriptVersionsRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListScriptVersionsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ListScriptVersionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListScriptVersionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListScriptVersionsResponse is one page of version hashes, in hash order.
+type ListScriptVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hashes (16 lowercase hex each).
+	Hashes []string `protobuf:"bytes,1,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScriptVersionsResponse) Reset() {
+	*x = ListScriptVersionsResponse{}
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScriptVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScriptVersionsResponse) ProtoMessage() {}
+
+func (x *ListScriptVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_catalog_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScriptVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListScriptVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_catalog_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListScriptVersionsResponse) GetHashes() []string {
+	if x != nil {
+		return x.Hashes
+	}
+	return nil
+}
+
+func (x *ListScriptVersionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_millwright_policy_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_millwright_policy_v1_catalog_proto_rawDesc = "" +
@@ -969,13 +1381,17 @@ const file_millwright_policy_v1_catalog_proto_rawDesc = "" +
 	"\vlatest_hash\x18\x03 \x01(\tR\n" +
 	"latestHash\x12 \n" +
 	"\fon_behalf_of\x18\x04 \x01(\tR\n" +
-	"onBehalfOf\"\x87\x01\n" +
+	"onBehalfOf\"\xc3\x01\n" +
 	"\x13ListReadableRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x126\n" +
-	"\x04kind\x18\x03 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\"T\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"|\n" +
 	"\x14ListReadableResponse\x12<\n" +
-	"\trunnables\x18\x01 \x03(\v2\x1e.millwright.policy.v1.RunnableR\trunnables\"Y\n" +
+	"\trunnables\x18\x01 \x03(\v2\x1e.millwright.policy.v1.RunnableR\trunnables\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
 	"\vRunnableRef\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\x87\x01\n" +
@@ -983,17 +1399,48 @@ const file_millwright_policy_v1_catalog_proto_rawDesc = "" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x125\n" +
 	"\x04refs\x18\x03 \x03(\v2!.millwright.policy.v1.RunnableRefR\x04refs\"\x17\n" +
-	"\x15CheckReadableResponse*v\n" +
+	"\x15CheckReadableResponse\"~\n" +
+	"\x12GetRunnableRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x126\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"\x93\x01\n" +
+	"\x13GetRunnableResponse\x12:\n" +
+	"\brunnable\x18\x01 \x01(\v2\x1e.millwright.policy.v1.RunnableR\brunnable\x12@\n" +
+	"\vextra_perms\x18\x02 \x03(\v2\x1f.millwright.policy.v1.ExtraPermR\n" +
+	"extraPerms\"\xc9\x01\n" +
+	"\x14ListRunnablesRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x126\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\".millwright.policy.v1.RunnableKindR\x04kind\x12\x1f\n" +
+	"\vpath_prefix\x18\x05 \x01(\tR\n" +
+	"pathPrefix\"}\n" +
+	"\x15ListRunnablesResponse\x12<\n" +
+	"\trunnables\x18\x01 \x03(\v2\x1e.millwright.policy.v1.RunnableR\trunnables\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\x19ListScriptVersionsRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\\\n" +
+	"\x1aListScriptVersionsResponse\x12\x16\n" +
+	"\x06hashes\x18\x01 \x03(\tR\x06hashes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*v\n" +
 	"\fRunnableKind\x12\x1d\n" +
 	"\x19RUNNABLE_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RUNNABLE_KIND_SCRIPT\x10\x01\x12\x16\n" +
 	"\x12RUNNABLE_KIND_FLOW\x10\x02\x12\x15\n" +
-	"\x11RUNNABLE_KIND_APP\x10\x032\xaf\a\n" +
+	"\x11RUNNABLE_KIND_APP\x10\x032\x93\v\n" +
 	"\x0eCatalogService\x12\x9a\x01\n" +
 	"\x0eRegisterScript\x12+.millwright.policy.v1.RegisterScriptRequest\x1a,.millwright.policy.v1.RegisterScriptResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/workspaces/{workspace}/scripts\x12\x92\x01\n" +
 	"\fRegisterFlow\x12).millwright.policy.v1.RegisterFlowRequest\x1a*.millwright.policy.v1.RegisterFlowResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/workspaces/{workspace}/flows\x12\x8e\x01\n" +
 	"\vRegisterApp\x12(.millwright.policy.v1.RegisterAppRequest\x1a).millwright.policy.v1.RegisterAppResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/workspaces/{workspace}/apps\x12\xa3\x01\n" +
-	"\x0eRemoveRunnable\x12+.millwright.policy.v1.RemoveRunnableRequest\x1a,.millwright.policy.v1.RemoveRunnableResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/v1/workspaces/{workspace}/runnables:remove\x12\x92\x01\n" +
+	"\x0eRemoveRunnable\x12+.millwright.policy.v1.RemoveRunnableRequest\x1a,.millwright.policy.v1.RemoveRunnableResponse\"6\x82\xd3\xe4\x93\x020:\x01*\"+/v1/workspaces/{workspace}/runnables:remove\x12\x9a\x01\n" +
+	"\vGetRunnable\x12(.millwright.policy.v1.GetRunnableRequest\x1a).millwright.policy.v1.GetRunnableResponse\"6\x82\xd3\xe4\x93\x020\x12./v1/workspaces/{workspace}/runnables/{path=**}\x12\x96\x01\n" +
+	"\rListRunnables\x12*.millwright.policy.v1.ListRunnablesRequest\x1a+.millwright.policy.v1.ListRunnablesResponse\",\x82\xd3\xe4\x93\x02&\x12$/v1/workspaces/{workspace}/runnables\x12\xab\x01\n" +
+	"\x12ListScriptVersions\x12/.millwright.policy.v1.ListScriptVersionsRequest\x1a0.millwright.policy.v1.ListScriptVersionsResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/workspaces/{workspace}/script_versions\x12\x92\x01\n" +
 	"\fListReadable\x12).millwright.policy.v1.ListReadableRequest\x1a*.millwright.policy.v1.ListReadableResponse\"+\x82\xd3\xe4\x93\x02%\x12#/v1/workspaces/{workspace}/readable\x12\x9e\x01\n" +
 	"\rCheckReadable\x12*.millwright.policy.v1.CheckReadableRequest\x1a+.millwright.policy.v1.CheckReadableResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/workspaces/{workspace}/readable:checkBHZFgithub.com/millwright/millwright/pkg/gen/millwright/policy/v1;policyv1b\x06proto3"
 
@@ -1010,24 +1457,30 @@ func file_millwright_policy_v1_catalog_proto_rawDescGZIP() []byte {
 }
 
 var file_millwright_policy_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_millwright_policy_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_millwright_policy_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_millwright_policy_v1_catalog_proto_goTypes = []any{
-	(RunnableKind)(0),              // 0: millwright.policy.v1.RunnableKind
-	(*ExtraPerm)(nil),              // 1: millwright.policy.v1.ExtraPerm
-	(*RegisterScriptRequest)(nil),  // 2: millwright.policy.v1.RegisterScriptRequest
-	(*RegisterScriptResponse)(nil), // 3: millwright.policy.v1.RegisterScriptResponse
-	(*RegisterFlowRequest)(nil),    // 4: millwright.policy.v1.RegisterFlowRequest
-	(*RegisterFlowResponse)(nil),   // 5: millwright.policy.v1.RegisterFlowResponse
-	(*RegisterAppRequest)(nil),     // 6: millwright.policy.v1.RegisterAppRequest
-	(*RegisterAppResponse)(nil),    // 7: millwright.policy.v1.RegisterAppResponse
-	(*RemoveRunnableRequest)(nil),  // 8: millwright.policy.v1.RemoveRunnableRequest
-	(*RemoveRunnableResponse)(nil), // 9: millwright.policy.v1.RemoveRunnableResponse
-	(*Runnable)(nil),               // 10: millwright.policy.v1.Runnable
-	(*ListReadableRequest)(nil),    // 11: millwright.policy.v1.ListReadableRequest
-	(*ListReadableResponse)(nil),   // 12: millwright.policy.v1.ListReadableResponse
-	(*RunnableRef)(nil),            // 13: millwright.policy.v1.RunnableRef
-	(*CheckReadableRequest)(nil),   // 14: millwright.policy.v1.CheckReadableRequest
-	(*CheckReadableResponse)(nil),  // 15: millwright.policy.v1.CheckReadableResponse
+	(RunnableKind)(0),                  // 0: millwright.policy.v1.RunnableKind
+	(*ExtraPerm)(nil),                  // 1: millwright.policy.v1.ExtraPerm
+	(*RegisterScriptRequest)(nil),      // 2: millwright.policy.v1.RegisterScriptRequest
+	(*RegisterScriptResponse)(nil),     // 3: millwright.policy.v1.RegisterScriptResponse
+	(*RegisterFlowRequest)(nil),        // 4: millwright.policy.v1.RegisterFlowRequest
+	(*RegisterFlowResponse)(nil),       // 5: millwright.policy.v1.RegisterFlowResponse
+	(*RegisterAppRequest)(nil),         // 6: millwright.policy.v1.RegisterAppRequest
+	(*RegisterAppResponse)(nil),        // 7: millwright.policy.v1.RegisterAppResponse
+	(*RemoveRunnableRequest)(nil),      // 8: millwright.policy.v1.RemoveRunnableRequest
+	(*RemoveRunnableResponse)(nil),     // 9: millwright.policy.v1.RemoveRunnableResponse
+	(*Runnable)(nil),                   // 10: millwright.policy.v1.Runnable
+	(*ListReadableRequest)(nil),        // 11: millwright.policy.v1.ListReadableRequest
+	(*ListReadableResponse)(nil),       // 12: millwright.policy.v1.ListReadableResponse
+	(*RunnableRef)(nil),                // 13: millwright.policy.v1.RunnableRef
+	(*CheckReadableRequest)(nil),       // 14: millwright.policy.v1.CheckReadableRequest
+	(*CheckReadableResponse)(nil),      // 15: millwright.policy.v1.CheckReadableResponse
+	(*GetRunnableRequest)(nil),         // 16: millwright.policy.v1.GetRunnableRequest
+	(*GetRunnableResponse)(nil),        // 17: millwright.policy.v1.GetRunnableResponse
+	(*ListRunnablesRequest)(nil),       // 18: millwright.policy.v1.ListRunnablesRequest
+	(*ListRunnablesResponse)(nil),      // 19: millwright.policy.v1.ListRunnablesResponse
+	(*ListScriptVersionsRequest)(nil),  // 20: millwright.policy.v1.ListScriptVersionsRequest
+	(*ListScriptVersionsResponse)(nil), // 21: millwright.policy.v1.ListScriptVersionsResponse
 }
 var file_millwright_policy_v1_catalog_proto_depIdxs = []int32{
 	1,  // 0: millwright.policy.v1.RegisterScriptRequest.extra_perms:type_name -> millwright.policy.v1.ExtraPerm
@@ -1039,23 +1492,34 @@ var file_millwright_policy_v1_catalog_proto_depIdxs = []int32{
 	10, // 6: millwright.policy.v1.ListReadableResponse.runnables:type_name -> millwright.policy.v1.Runnable
 	0,  // 7: millwright.policy.v1.RunnableRef.kind:type_name -> millwright.policy.v1.RunnableKind
 	13, // 8: millwright.policy.v1.CheckReadableRequest.refs:type_name -> millwright.policy.v1.RunnableRef
-	2,  // 9: millwright.policy.v1.CatalogService.RegisterScript:input_type -> millwright.policy.v1.RegisterScriptRequest
-	4,  // 10: millwright.policy.v1.CatalogService.RegisterFlow:input_type -> millwright.policy.v1.RegisterFlowRequest
-	6,  // 11: millwright.policy.v1.CatalogService.RegisterApp:input_type -> millwright.policy.v1.RegisterAppRequest
-	8,  // 12: millwright.policy.v1.CatalogService.RemoveRunnable:input_type -> millwright.policy.v1.RemoveRunnableRequest
-	11, // 13: millwright.policy.v1.CatalogService.ListReadable:input_type -> millwright.policy.v1.ListReadableRequest
-	14, // 14: millwright.policy.v1.CatalogService.CheckReadable:input_type -> millwright.policy.v1.CheckReadableRequest
-	3,  // 15: millwright.policy.v1.CatalogService.RegisterScript:output_type -> millwright.policy.v1.RegisterScriptResponse
-	5,  // 16: millwright.policy.v1.CatalogService.RegisterFlow:output_type -> millwright.policy.v1.RegisterFlowResponse
-	7,  // 17: millwright.policy.v1.CatalogService.RegisterApp:output_type -> millwright.policy.v1.RegisterAppResponse
-	9,  // 18: millwright.policy.v1.CatalogService.RemoveRunnable:output_type -> millwright.policy.v1.RemoveRunnableResponse
-	12, // 19: millwright.policy.v1.CatalogService.ListReadable:output_type -> millwright.policy.v1.ListReadableResponse
-	15, // 20: millwright.policy.v1.CatalogService.CheckReadable:output_type -> millwright.policy.v1.CheckReadableResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	0,  // 9: millwright.policy.v1.GetRunnableRequest.kind:type_name -> millwright.policy.v1.RunnableKind
+	10, // 10: millwright.policy.v1.GetRunnableResponse.runnable:type_name -> millwright.policy.v1.Runnable
+	1,  // 11: millwright.policy.v1.GetRunnableResponse.extra_perms:type_name -> millwright.policy.v1.ExtraPerm
+	0,  // 12: millwright.policy.v1.ListRunnablesRequest.kind:type_name -> millwright.policy.v1.RunnableKind
+	10, // 13: millwright.policy.v1.ListRunnablesResponse.runnables:type_name -> millwright.policy.v1.Runnable
+	2,  // 14: millwright.policy.v1.CatalogService.RegisterScript:input_type -> millwright.policy.v1.RegisterScriptRequest
+	4,  // 15: millwright.policy.v1.CatalogService.RegisterFlow:input_type -> millwright.policy.v1.RegisterFlowRequest
+	6,  // 16: millwright.policy.v1.CatalogService.RegisterApp:input_type -> millwright.policy.v1.RegisterAppRequest
+	8,  // 17: millwright.policy.v1.CatalogService.RemoveRunnable:input_type -> millwright.policy.v1.RemoveRunnableRequest
+	16, // 18: millwright.policy.v1.CatalogService.GetRunnable:input_type -> millwright.policy.v1.GetRunnableRequest
+	18, // 19: millwright.policy.v1.CatalogService.ListRunnables:input_type -> millwright.policy.v1.ListRunnablesRequest
+	20, // 20: millwright.policy.v1.CatalogService.ListScriptVersions:input_type -> millwright.policy.v1.ListScriptVersionsRequest
+	11, // 21: millwright.policy.v1.CatalogService.ListReadable:input_type -> millwright.policy.v1.ListReadableRequest
+	14, // 22: millwright.policy.v1.CatalogService.CheckReadable:input_type -> millwright.policy.v1.CheckReadableRequest
+	3,  // 23: millwright.policy.v1.CatalogService.RegisterScript:output_type -> millwright.policy.v1.RegisterScriptResponse
+	5,  // 24: millwright.policy.v1.CatalogService.RegisterFlow:output_type -> millwright.policy.v1.RegisterFlowResponse
+	7,  // 25: millwright.policy.v1.CatalogService.RegisterApp:output_type -> millwright.policy.v1.RegisterAppResponse
+	9,  // 26: millwright.policy.v1.CatalogService.RemoveRunnable:output_type -> millwright.policy.v1.RemoveRunnableResponse
+	17, // 27: millwright.policy.v1.CatalogService.GetRunnable:output_type -> millwright.policy.v1.GetRunnableResponse
+	19, // 28: millwright.policy.v1.CatalogService.ListRunnables:output_type -> millwright.policy.v1.ListRunnablesResponse
+	21, // 29: millwright.policy.v1.CatalogService.ListScriptVersions:output_type -> millwright.policy.v1.ListScriptVersionsResponse
+	12, // 30: millwright.policy.v1.CatalogService.ListReadable:output_type -> millwright.policy.v1.ListReadableResponse
+	15, // 31: millwright.policy.v1.CatalogService.CheckReadable:output_type -> millwright.policy.v1.CheckReadableResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_millwright_policy_v1_catalog_proto_init() }
@@ -1069,7 +1533,7 @@ func file_millwright_policy_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_policy_v1_catalog_proto_rawDesc), len(file_millwright_policy_v1_catalog_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

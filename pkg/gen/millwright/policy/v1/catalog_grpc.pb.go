@@ -19,12 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CatalogService_RegisterScript_FullMethodName = "/millwright.policy.v1.CatalogService/RegisterScript"
-	CatalogService_RegisterFlow_FullMethodName   = "/millwright.policy.v1.CatalogService/RegisterFlow"
-	CatalogService_RegisterApp_FullMethodName    = "/millwright.policy.v1.CatalogService/RegisterApp"
-	CatalogService_RemoveRunnable_FullMethodName = "/millwright.policy.v1.CatalogService/RemoveRunnable"
-	CatalogService_ListReadable_FullMethodName   = "/millwright.policy.v1.CatalogService/ListReadable"
-	CatalogService_CheckReadable_FullMethodName  = "/millwright.policy.v1.CatalogService/CheckReadable"
+	CatalogService_RegisterScript_FullMethodName     = "/millwright.policy.v1.CatalogService/RegisterScript"
+	CatalogService_RegisterFlow_FullMethodName       = "/millwright.policy.v1.CatalogService/RegisterFlow"
+	CatalogService_RegisterApp_FullMethodName        = "/millwright.policy.v1.CatalogService/RegisterApp"
+	CatalogService_RemoveRunnable_FullMethodName     = "/millwright.policy.v1.CatalogService/RemoveRunnable"
+	CatalogService_GetRunnable_FullMethodName        = "/millwright.policy.v1.CatalogService/GetRunnable"
+	CatalogService_ListRunnables_FullMethodName      = "/millwright.policy.v1.CatalogService/ListRunnables"
+	CatalogService_ListScriptVersions_FullMethodName = "/millwright.policy.v1.CatalogService/ListScriptVersions"
+	CatalogService_ListReadable_FullMethodName       = "/millwright.policy.v1.CatalogService/ListReadable"
+	CatalogService_CheckReadable_FullMethodName      = "/millwright.policy.v1.CatalogService/CheckReadable"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -44,6 +47,14 @@ type CatalogServiceClient interface {
 	RegisterApp(ctx context.Context, in *RegisterAppRequest, opts ...grpc.CallOption) (*RegisterAppResponse, error)
 	// RemoveRunnable removes a script (with all its versions), flow or app. NotFound if absent.
 	RemoveRunnable(ctx context.Context, in *RemoveRunnableRequest, opts ...grpc.CallOption) (*RemoveRunnableResponse, error)
+	// GetRunnable reads one catalog item with its extra perms. Service token, superadmin or
+	// workspace admin (a member asks ListReadable / CheckReadable, which apply the read rule).
+	GetRunnable(ctx context.Context, in *GetRunnableRequest, opts ...grpc.CallOption) (*GetRunnableResponse, error)
+	// ListRunnables pages through the catalog by (kind, path), optionally one kind or a path
+	// prefix. Same callers as GetRunnable.
+	ListRunnables(ctx context.Context, in *ListRunnablesRequest, opts ...grpc.CallOption) (*ListRunnablesResponse, error)
+	// ListScriptVersions pages through a script's version hashes by hash. Same callers.
+	ListScriptVersions(ctx context.Context, in *ListScriptVersionsRequest, opts ...grpc.CallOption) (*ListScriptVersionsResponse, error)
 	// ListReadable lists the runnables the caller can read. A user token lists its own; the
 	// service token or superadmin names the username.
 	ListReadable(ctx context.Context, in *ListReadableRequest, opts ...grpc.CallOption) (*ListReadableResponse, error)
@@ -100,6 +111,36 @@ func (c *catalogServiceClient) RemoveRunnable(ctx context.Context, in *RemoveRun
 	return out, nil
 }
 
+func (c *catalogServiceClient) GetRunnable(ctx context.Context, in *GetRunnableRequest, opts ...grpc.CallOption) (*GetRunnableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRunnableResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetRunnable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListRunnables(ctx context.Context, in *ListRunnablesRequest, opts ...grpc.CallOption) (*ListRunnablesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunnablesResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListRunnables_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListScriptVersions(ctx context.Context, in *ListScriptVersionsRequest, opts ...grpc.CallOption) (*ListScriptVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListScriptVersionsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListScriptVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *catalogServiceClient) ListReadable(ctx context.Context, in *ListReadableRequest, opts ...grpc.CallOption) (*ListReadableResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListReadableResponse)
@@ -137,6 +178,14 @@ type CatalogServiceServer interface {
 	RegisterApp(context.Context, *RegisterAppRequest) (*RegisterAppResponse, error)
 	// RemoveRunnable removes a script (with all its versions), flow or app. NotFound if absent.
 	RemoveRunnable(context.Context, *RemoveRunnableRequest) (*RemoveRunnableResponse, error)
+	// GetRunnable reads one catalog item with its extra perms. Service token, superadmin or
+	// workspace admin (a member asks ListReadable / CheckReadable, which apply the read rule).
+	GetRunnable(context.Context, *GetRunnableRequest) (*GetRunnableResponse, error)
+	// ListRunnables pages through the catalog by (kind, path), optionally one kind or a path
+	// prefix. Same callers as GetRunnable.
+	ListRunnables(context.Context, *ListRunnablesRequest) (*ListRunnablesResponse, error)
+	// ListScriptVersions pages through a script's version hashes by hash. Same callers.
+	ListScriptVersions(context.Context, *ListScriptVersionsRequest) (*ListScriptVersionsResponse, error)
 	// ListReadable lists the runnables the caller can read. A user token lists its own; the
 	// service token or superadmin names the username.
 	ListReadable(context.Context, *ListReadableRequest) (*ListReadableResponse, error)
@@ -164,6 +213,15 @@ func (UnimplementedCatalogServiceServer) RegisterApp(context.Context, *RegisterA
 }
 func (UnimplementedCatalogServiceServer) RemoveRunnable(context.Context, *RemoveRunnableRequest) (*RemoveRunnableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveRunnable not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetRunnable(context.Context, *GetRunnableRequest) (*GetRunnableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRunnable not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListRunnables(context.Context, *ListRunnablesRequest) (*ListRunnablesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRunnables not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListScriptVersions(context.Context, *ListScriptVersionsRequest) (*ListScriptVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListScriptVersions not implemented")
 }
 func (UnimplementedCatalogServiceServer) ListReadable(context.Context, *ListReadableRequest) (*ListReadableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReadable not implemented")
@@ -264,6 +322,60 @@ func _CatalogService_RemoveRunnable_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_GetRunnable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRunnableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetRunnable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetRunnable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetRunnable(ctx, req.(*GetRunnableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListRunnables_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunnablesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListRunnables(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListRunnables_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListRunnables(ctx, req.(*ListRunnablesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListScriptVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListScriptVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListScriptVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListScriptVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListScriptVersions(ctx, req.(*ListScriptVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _CatalogService_ListReadable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListReadableRequest)
 	if err := dec(in); err != nil {
@@ -322,6 +434,18 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveRunnable",
 			Handler:    _CatalogService_RemoveRunnable_Handler,
+		},
+		{
+			MethodName: "GetRunnable",
+			Handler:    _CatalogService_GetRunnable_Handler,
+		},
+		{
+			MethodName: "ListRunnables",
+			Handler:    _CatalogService_ListRunnables_Handler,
+		},
+		{
+			MethodName: "ListScriptVersions",
+			Handler:    _CatalogService_ListScriptVersions_Handler,
 		},
 		{
 			MethodName: "ListReadable",

@@ -702,6 +702,253 @@ func (x *ResultCacheKeyResponse) GetResourcePath() string {
 	return ""
 }
 
+// GetRunRequest names the run.
+type GetRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The job id (a UUID).
+	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunRequest) Reset() {
+	*x = GetRunRequest{}
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunRequest) ProtoMessage() {}
+
+func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
+func (*GetRunRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_run_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetRunRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetRunRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// GetRunResponse is the run.
+type GetRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recorded identity.
+	Run *RunIdentity `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	// When FinishRun finished it; unset while it runs.
+	FinishTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunResponse) Reset() {
+	*x = GetRunResponse{}
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunResponse) ProtoMessage() {}
+
+func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
+func (*GetRunResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_run_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetRunResponse) GetRun() *RunIdentity {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetFinishTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishTime
+	}
+	return nil
+}
+
+// ListRunsRequest pages through runs.
+type ListRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only runs permissioned as this ("u/<username>" or "g/<group>"); empty for every run.
+	PermissionedAs string `protobuf:"bytes,4,opt,name=permissioned_as,json=permissionedAs,proto3" json:"permissioned_as,omitempty"`
+	// Only runs not yet finished.
+	RunningOnly   bool `protobuf:"varint,5,opt,name=running_only,json=runningOnly,proto3" json:"running_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsRequest) Reset() {
+	*x = ListRunsRequest{}
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsRequest) ProtoMessage() {}
+
+func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListRunsRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_run_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListRunsRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetPermissionedAs() string {
+	if x != nil {
+		return x.PermissionedAs
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetRunningOnly() bool {
+	if x != nil {
+		return x.RunningOnly
+	}
+	return false
+}
+
+// ListRunsResponse is one page, newest first.
+type ListRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runs.
+	Runs []*GetRunResponse `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsResponse) Reset() {
+	*x = ListRunsResponse{}
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsResponse) ProtoMessage() {}
+
+func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_run_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListRunsResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_run_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListRunsResponse) GetRuns() []*GetRunResponse {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_millwright_policy_v1_run_proto protoreflect.FileDescriptor
 
 const file_millwright_policy_v1_run_proto_rawDesc = "" +
@@ -748,7 +995,24 @@ const file_millwright_policy_v1_run_proto_rawDesc = "" +
 	"\brunnable\"O\n" +
 	"\x16ResultCacheKeyResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
-	"\rresource_path\x18\x02 \x01(\tR\fresourcePath*\xf3\x01\n" +
+	"\rresource_path\x18\x02 \x01(\tR\fresourcePath\"D\n" +
+	"\rGetRunRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x82\x01\n" +
+	"\x0eGetRunResponse\x123\n" +
+	"\x03run\x18\x01 \x01(\v2!.millwright.policy.v1.RunIdentityR\x03run\x12;\n" +
+	"\vfinish_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishTime\"\xb7\x01\n" +
+	"\x0fListRunsRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12'\n" +
+	"\x0fpermissioned_as\x18\x04 \x01(\tR\x0epermissionedAs\x12!\n" +
+	"\frunning_only\x18\x05 \x01(\bR\vrunningOnly\"t\n" +
+	"\x10ListRunsResponse\x128\n" +
+	"\x04runs\x18\x01 \x03(\v2$.millwright.policy.v1.GetRunResponseR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xf3\x01\n" +
 	"\tRunOrigin\x12\x1a\n" +
 	"\x16RUN_ORIGIN_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16RUN_ORIGIN_APP_SESSION\x10\x01\x12\x1c\n" +
@@ -758,13 +1022,15 @@ const file_millwright_policy_v1_run_proto_rawDesc = "" +
 	"\x14RUN_ORIGIN_JOB_TOKEN\x10\x05\x12\x17\n" +
 	"\x13RUN_ORIGIN_SCHEDULE\x10\x06\x12\x16\n" +
 	"\x12RUN_ORIGIN_TRIGGER\x10\a\x12\x16\n" +
-	"\x12RUN_ORIGIN_AI_TOOL\x10\b2\xd8\x04\n" +
+	"\x12RUN_ORIGIN_AI_TOOL\x10\b2\xe5\x06\n" +
 	"\n" +
 	"RunService\x12\x88\x01\n" +
 	"\tRecordRun\x12&.millwright.policy.v1.RecordRunRequest\x1a'.millwright.policy.v1.RecordRunResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/workspaces/{workspace}/runs\x12\x90\x01\n" +
 	"\x0eGetRunIdentity\x12+.millwright.policy.v1.GetRunIdentityRequest\x1a,.millwright.policy.v1.GetRunIdentityResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/policy/runs:identity\x12\x98\x01\n" +
 	"\tFinishRun\x12&.millwright.policy.v1.FinishRunRequest\x1a'.millwright.policy.v1.FinishRunResponse\":\x82\xd3\xe4\x93\x024:\x01*\"//v1/workspaces/{workspace}/runs/{job_id}:finish\x12\x90\x01\n" +
-	"\x0eResultCacheKey\x12+.millwright.policy.v1.ResultCacheKeyRequest\x1a,.millwright.policy.v1.ResultCacheKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/policy/runs:cacheKeyBHZFgithub.com/millwright/millwright/pkg/gen/millwright/policy/v1;policyv1b\x06proto3"
+	"\x0eResultCacheKey\x12+.millwright.policy.v1.ResultCacheKeyRequest\x1a,.millwright.policy.v1.ResultCacheKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/policy/runs:cacheKey\x12\x85\x01\n" +
+	"\x06GetRun\x12#.millwright.policy.v1.GetRunRequest\x1a$.millwright.policy.v1.GetRunResponse\"0\x82\xd3\xe4\x93\x02*\x12(/v1/workspaces/{workspace}/runs/{job_id}\x12\x82\x01\n" +
+	"\bListRuns\x12%.millwright.policy.v1.ListRunsRequest\x1a&.millwright.policy.v1.ListRunsResponse\"'\x82\xd3\xe4\x93\x02!\x12\x1f/v1/workspaces/{workspace}/runsBHZFgithub.com/millwright/millwright/pkg/gen/millwright/policy/v1;policyv1b\x06proto3"
 
 var (
 	file_millwright_policy_v1_run_proto_rawDescOnce sync.Once
@@ -779,7 +1045,7 @@ func file_millwright_policy_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_millwright_policy_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_millwright_policy_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_millwright_policy_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_millwright_policy_v1_run_proto_goTypes = []any{
 	(RunOrigin)(0),                 // 0: millwright.policy.v1.RunOrigin
 	(*RecordRunRequest)(nil),       // 1: millwright.policy.v1.RecordRunRequest
@@ -791,27 +1057,38 @@ var file_millwright_policy_v1_run_proto_goTypes = []any{
 	(*FinishRunResponse)(nil),      // 7: millwright.policy.v1.FinishRunResponse
 	(*ResultCacheKeyRequest)(nil),  // 8: millwright.policy.v1.ResultCacheKeyRequest
 	(*ResultCacheKeyResponse)(nil), // 9: millwright.policy.v1.ResultCacheKeyResponse
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
+	(*GetRunRequest)(nil),          // 10: millwright.policy.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 11: millwright.policy.v1.GetRunResponse
+	(*ListRunsRequest)(nil),        // 12: millwright.policy.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 13: millwright.policy.v1.ListRunsResponse
+	(*timestamppb.Timestamp)(nil),  // 14: google.protobuf.Timestamp
 }
 var file_millwright_policy_v1_run_proto_depIdxs = []int32{
 	0,  // 0: millwright.policy.v1.RecordRunRequest.origin:type_name -> millwright.policy.v1.RunOrigin
 	0,  // 1: millwright.policy.v1.RunIdentity.origin:type_name -> millwright.policy.v1.RunOrigin
-	10, // 2: millwright.policy.v1.RunIdentity.created_at:type_name -> google.protobuf.Timestamp
+	14, // 2: millwright.policy.v1.RunIdentity.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: millwright.policy.v1.RecordRunResponse.run:type_name -> millwright.policy.v1.RunIdentity
 	2,  // 4: millwright.policy.v1.GetRunIdentityResponse.run:type_name -> millwright.policy.v1.RunIdentity
-	1,  // 5: millwright.policy.v1.RunService.RecordRun:input_type -> millwright.policy.v1.RecordRunRequest
-	4,  // 6: millwright.policy.v1.RunService.GetRunIdentity:input_type -> millwright.policy.v1.GetRunIdentityRequest
-	6,  // 7: millwright.policy.v1.RunService.FinishRun:input_type -> millwright.policy.v1.FinishRunRequest
-	8,  // 8: millwright.policy.v1.RunService.ResultCacheKey:input_type -> millwright.policy.v1.ResultCacheKeyRequest
-	3,  // 9: millwright.policy.v1.RunService.RecordRun:output_type -> millwright.policy.v1.RecordRunResponse
-	5,  // 10: millwright.policy.v1.RunService.GetRunIdentity:output_type -> millwright.policy.v1.GetRunIdentityResponse
-	7,  // 11: millwright.policy.v1.RunService.FinishRun:output_type -> millwright.policy.v1.FinishRunResponse
-	9,  // 12: millwright.policy.v1.RunService.ResultCacheKey:output_type -> millwright.policy.v1.ResultCacheKeyResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	2,  // 5: millwright.policy.v1.GetRunResponse.run:type_name -> millwright.policy.v1.RunIdentity
+	14, // 6: millwright.policy.v1.GetRunResponse.finish_time:type_name -> google.protobuf.Timestamp
+	11, // 7: millwright.policy.v1.ListRunsResponse.runs:type_name -> millwright.policy.v1.GetRunResponse
+	1,  // 8: millwright.policy.v1.RunService.RecordRun:input_type -> millwright.policy.v1.RecordRunRequest
+	4,  // 9: millwright.policy.v1.RunService.GetRunIdentity:input_type -> millwright.policy.v1.GetRunIdentityRequest
+	6,  // 10: millwright.policy.v1.RunService.FinishRun:input_type -> millwright.policy.v1.FinishRunRequest
+	8,  // 11: millwright.policy.v1.RunService.ResultCacheKey:input_type -> millwright.policy.v1.ResultCacheKeyRequest
+	10, // 12: millwright.policy.v1.RunService.GetRun:input_type -> millwright.policy.v1.GetRunRequest
+	12, // 13: millwright.policy.v1.RunService.ListRuns:input_type -> millwright.policy.v1.ListRunsRequest
+	3,  // 14: millwright.policy.v1.RunService.RecordRun:output_type -> millwright.policy.v1.RecordRunResponse
+	5,  // 15: millwright.policy.v1.RunService.GetRunIdentity:output_type -> millwright.policy.v1.GetRunIdentityResponse
+	7,  // 16: millwright.policy.v1.RunService.FinishRun:output_type -> millwright.policy.v1.FinishRunResponse
+	9,  // 17: millwright.policy.v1.RunService.ResultCacheKey:output_type -> millwright.policy.v1.ResultCacheKeyResponse
+	11, // 18: millwright.policy.v1.RunService.GetRun:output_type -> millwright.policy.v1.GetRunResponse
+	13, // 19: millwright.policy.v1.RunService.ListRuns:output_type -> millwright.policy.v1.ListRunsResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_millwright_policy_v1_run_proto_init() }
@@ -829,7 +1106,7 @@ func file_millwright_policy_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_policy_v1_run_proto_rawDesc), len(file_millwright_policy_v1_run_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

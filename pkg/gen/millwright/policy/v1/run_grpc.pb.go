@@ -23,6 +23,8 @@ const (
 	RunService_GetRunIdentity_FullMethodName = "/millwright.policy.v1.RunService/GetRunIdentity"
 	RunService_FinishRun_FullMethodName      = "/millwright.policy.v1.RunService/FinishRun"
 	RunService_ResultCacheKey_FullMethodName = "/millwright.policy.v1.RunService/ResultCacheKey"
+	RunService_GetRun_FullMethodName         = "/millwright.policy.v1.RunService/GetRun"
+	RunService_ListRuns_FullMethodName       = "/millwright.policy.v1.RunService/ListRuns"
 )
 
 // RunServiceClient is the client API for RunService service.
@@ -51,6 +53,11 @@ type RunServiceClient interface {
 	// to one viewer; runs with no viewer share one key. Service token, superadmin, or the job
 	// token itself.
 	ResultCacheKey(ctx context.Context, in *ResultCacheKeyRequest, opts ...grpc.CallOption) (*ResultCacheKeyResponse, error)
+	// GetRun reads a run's record: its identity and when it finished. Service token, superadmin
+	// or workspace admin. NotFound once retention removed it.
+	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
+	// ListRuns pages through a workspace's retained runs, newest first. Same callers as GetRun.
+	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 }
 
 type runServiceClient struct {
@@ -101,6 +108,26 @@ func (c *runServiceClient) ResultCacheKey(ctx context.Context, in *ResultCacheKe
 	return out, nil
 }
 
+func (c *runServiceClient) GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRunResponse)
+	err := c.cc.Invoke(ctx, RunService_GetRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunsResponse)
+	err := c.cc.Invoke(ctx, RunService_ListRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RunServiceServer is the server API for RunService service.
 // All implementations must embed UnimplementedRunServiceServer
 // for forward compatibility.
@@ -127,6 +154,11 @@ type RunServiceServer interface {
 	// to one viewer; runs with no viewer share one key. Service token, superadmin, or the job
 	// token itself.
 	ResultCacheKey(context.Context, *ResultCacheKeyRequest) (*ResultCacheKeyResponse, error)
+	// GetRun reads a run's record: its identity and when it finished. Service token, superadmin
+	// or workspace admin. NotFound once retention removed it.
+	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
+	// ListRuns pages through a workspace's retained runs, newest first. Same callers as GetRun.
+	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	mustEmbedUnimplementedRunServiceServer()
 }
 
@@ -148,6 +180,12 @@ func (UnimplementedRunServiceServer) FinishRun(context.Context, *FinishRunReques
 }
 func (UnimplementedRunServiceServer) ResultCacheKey(context.Context, *ResultCacheKeyRequest) (*ResultCacheKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResultCacheKey not implemented")
+}
+func (UnimplementedRunServiceServer) GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRun not implemented")
+}
+func (UnimplementedRunServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
 }
 func (UnimplementedRunServiceServer) mustEmbedUnimplementedRunServiceServer() {}
 func (UnimplementedRunServiceServer) testEmbeddedByValue()                    {}
@@ -242,6 +280,42 @@ func _RunService_ResultCacheKey_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RunService_GetRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunServiceServer).GetRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunService_GetRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunServiceServer).GetRun(ctx, req.(*GetRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RunService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RunServiceServer).ListRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RunService_ListRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RunServiceServer).ListRuns(ctx, req.(*ListRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RunService_ServiceDesc is the grpc.ServiceDesc for RunService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -264,6 +338,14 @@ var RunService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResultCacheKey",
 			Handler:    _RunService_ResultCacheKey_Handler,
+		},
+		{
+			MethodName: "GetRun",
+			Handler:    _RunService_GetRun_Handler,
+		},
+		{
+			MethodName: "ListRuns",
+			Handler:    _RunService_ListRuns_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -481,6 +481,344 @@ func (x *AuthenticateResponse) GetStreamPosition() int64 {
 	return 0
 }
 
+// TokenInfo is a user token's metadata. The secret is never stored, so never here.
+type TokenInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's id.
+	TokenId string `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// The member it authenticates as.
+	Username string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	// Its scopes; empty means unrestricted.
+	Scopes []string `protobuf:"bytes,3,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// Its label.
+	Label string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// When it was created.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When it expires.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// When it was revoked; unset while live.
+	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_token_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TokenInfo) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetRevokeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeTime
+	}
+	return nil
+}
+
+// GetTokenRequest names the token.
+type GetTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The token's id.
+	TokenId       string `protobuf:"bytes,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTokenRequest) Reset() {
+	*x = GetTokenRequest{}
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTokenRequest) ProtoMessage() {}
+
+func (x *GetTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTokenRequest.ProtoReflect.Descriptor instead.
+func (*GetTokenRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_token_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetTokenRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetTokenRequest) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+// GetTokenResponse is the token's metadata.
+type GetTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metadata (never the secret).
+	TokenInfo     *TokenInfo `protobuf:"bytes,1,opt,name=token_info,json=tokenInfo,proto3" json:"token_info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTokenResponse) Reset() {
+	*x = GetTokenResponse{}
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTokenResponse) ProtoMessage() {}
+
+func (x *GetTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTokenResponse.ProtoReflect.Descriptor instead.
+func (*GetTokenResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_token_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetTokenResponse) GetTokenInfo() *TokenInfo {
+	if x != nil {
+		return x.TokenInfo
+	}
+	return nil
+}
+
+// ListTokensRequest pages through tokens.
+type ListTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only this member's tokens; empty for the caller's own (a user token) or every member's.
+	Username string `protobuf:"bytes,4,opt,name=username,proto3" json:"username,omitempty"`
+	// Also revoked and expired tokens (until retention removes them).
+	IncludeInactive bool `protobuf:"varint,5,opt,name=include_inactive,json=includeInactive,proto3" json:"include_inactive,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_token_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListTokensRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListTokensRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTokensRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListTokensRequest) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *ListTokensRequest) GetIncludeInactive() bool {
+	if x != nil {
+		return x.IncludeInactive
+	}
+	return false
+}
+
+// ListTokensResponse is one page, by id.
+type ListTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tokens.
+	Tokens []*TokenInfo `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_token_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_token_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *ListTokensResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_millwright_policy_v1_token_proto protoreflect.FileDescriptor
 
 const file_millwright_policy_v1_token_proto_rawDesc = "" +
@@ -514,14 +852,44 @@ const file_millwright_policy_v1_token_proto_rawDesc = "" +
 	"\btoken_id\x18\a \x01(\tR\atokenId\x129\n" +
 	"\n" +
 	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12'\n" +
-	"\x0fstream_position\x18\t \x01(\x03R\x0estreamPosition*P\n" +
+	"\x0fstream_position\x18\t \x01(\x03R\x0estreamPosition\"\xa7\x02\n" +
+	"\tTokenInfo\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\x12\x16\n" +
+	"\x06scopes\x18\x03 \x03(\tR\x06scopes\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12;\n" +
+	"\vrevoke_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\"J\n" +
+	"\x0fGetTokenRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x19\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\"R\n" +
+	"\x10GetTokenResponse\x12>\n" +
+	"\n" +
+	"token_info\x18\x01 \x01(\v2\x1f.millwright.policy.v1.TokenInfoR\ttokenInfo\"\xb4\x01\n" +
+	"\x11ListTokensRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1a\n" +
+	"\busername\x18\x04 \x01(\tR\busername\x12)\n" +
+	"\x10include_inactive\x18\x05 \x01(\bR\x0fincludeInactive\"u\n" +
+	"\x12ListTokensResponse\x127\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x1f.millwright.policy.v1.TokenInfoR\x06tokens\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*P\n" +
 	"\tTokenKind\x12\x1a\n" +
 	"\x16TOKEN_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTOKEN_KIND_USER\x10\x01\x12\x12\n" +
-	"\x0eTOKEN_KIND_JOB\x10\x022\xcf\x03\n" +
+	"\x0eTOKEN_KIND_JOB\x10\x022\xee\x05\n" +
 	"\fTokenService\x12\x90\x01\n" +
 	"\vCreateToken\x12(.millwright.policy.v1.CreateTokenRequest\x1a).millwright.policy.v1.CreateTokenResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/workspaces/{workspace}/tokens\x12\x98\x01\n" +
-	"\vRevokeToken\x12(.millwright.policy.v1.RevokeTokenRequest\x1a).millwright.policy.v1.RevokeTokenResponse\"4\x82\xd3\xe4\x93\x02.*,/v1/workspaces/{workspace}/tokens/{token_id}\x12\x90\x01\n" +
+	"\vRevokeToken\x12(.millwright.policy.v1.RevokeTokenRequest\x1a).millwright.policy.v1.RevokeTokenResponse\"4\x82\xd3\xe4\x93\x02.*,/v1/workspaces/{workspace}/tokens/{token_id}\x12\x8f\x01\n" +
+	"\bGetToken\x12%.millwright.policy.v1.GetTokenRequest\x1a&.millwright.policy.v1.GetTokenResponse\"4\x82\xd3\xe4\x93\x02.\x12,/v1/workspaces/{workspace}/tokens/{token_id}\x12\x8a\x01\n" +
+	"\n" +
+	"ListTokens\x12'.millwright.policy.v1.ListTokensRequest\x1a(.millwright.policy.v1.ListTokensResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/workspaces/{workspace}/tokens\x12\x90\x01\n" +
 	"\fAuthenticate\x12).millwright.policy.v1.AuthenticateRequest\x1a*.millwright.policy.v1.AuthenticateResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/policy/tokens:authenticateBHZFgithub.com/millwright/millwright/pkg/gen/millwright/policy/v1;policyv1b\x06proto3"
 
 var (
@@ -537,7 +905,7 @@ func file_millwright_policy_v1_token_proto_rawDescGZIP() []byte {
 }
 
 var file_millwright_policy_v1_token_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_millwright_policy_v1_token_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_millwright_policy_v1_token_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_millwright_policy_v1_token_proto_goTypes = []any{
 	(TokenKind)(0),                // 0: millwright.policy.v1.TokenKind
 	(*CreateTokenRequest)(nil),    // 1: millwright.policy.v1.CreateTokenRequest
@@ -546,24 +914,38 @@ var file_millwright_policy_v1_token_proto_goTypes = []any{
 	(*RevokeTokenResponse)(nil),   // 4: millwright.policy.v1.RevokeTokenResponse
 	(*AuthenticateRequest)(nil),   // 5: millwright.policy.v1.AuthenticateRequest
 	(*AuthenticateResponse)(nil),  // 6: millwright.policy.v1.AuthenticateResponse
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*TokenInfo)(nil),             // 7: millwright.policy.v1.TokenInfo
+	(*GetTokenRequest)(nil),       // 8: millwright.policy.v1.GetTokenRequest
+	(*GetTokenResponse)(nil),      // 9: millwright.policy.v1.GetTokenResponse
+	(*ListTokensRequest)(nil),     // 10: millwright.policy.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),    // 11: millwright.policy.v1.ListTokensResponse
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_millwright_policy_v1_token_proto_depIdxs = []int32{
-	7, // 0: millwright.policy.v1.CreateTokenRequest.expires_at:type_name -> google.protobuf.Timestamp
-	7, // 1: millwright.policy.v1.CreateTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0, // 2: millwright.policy.v1.AuthenticateResponse.kind:type_name -> millwright.policy.v1.TokenKind
-	7, // 3: millwright.policy.v1.AuthenticateResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1, // 4: millwright.policy.v1.TokenService.CreateToken:input_type -> millwright.policy.v1.CreateTokenRequest
-	3, // 5: millwright.policy.v1.TokenService.RevokeToken:input_type -> millwright.policy.v1.RevokeTokenRequest
-	5, // 6: millwright.policy.v1.TokenService.Authenticate:input_type -> millwright.policy.v1.AuthenticateRequest
-	2, // 7: millwright.policy.v1.TokenService.CreateToken:output_type -> millwright.policy.v1.CreateTokenResponse
-	4, // 8: millwright.policy.v1.TokenService.RevokeToken:output_type -> millwright.policy.v1.RevokeTokenResponse
-	6, // 9: millwright.policy.v1.TokenService.Authenticate:output_type -> millwright.policy.v1.AuthenticateResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	12, // 0: millwright.policy.v1.CreateTokenRequest.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 1: millwright.policy.v1.CreateTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 2: millwright.policy.v1.AuthenticateResponse.kind:type_name -> millwright.policy.v1.TokenKind
+	12, // 3: millwright.policy.v1.AuthenticateResponse.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 4: millwright.policy.v1.TokenInfo.create_time:type_name -> google.protobuf.Timestamp
+	12, // 5: millwright.policy.v1.TokenInfo.expire_time:type_name -> google.protobuf.Timestamp
+	12, // 6: millwright.policy.v1.TokenInfo.revoke_time:type_name -> google.protobuf.Timestamp
+	7,  // 7: millwright.policy.v1.GetTokenResponse.token_info:type_name -> millwright.policy.v1.TokenInfo
+	7,  // 8: millwright.policy.v1.ListTokensResponse.tokens:type_name -> millwright.policy.v1.TokenInfo
+	1,  // 9: millwright.policy.v1.TokenService.CreateToken:input_type -> millwright.policy.v1.CreateTokenRequest
+	3,  // 10: millwright.policy.v1.TokenService.RevokeToken:input_type -> millwright.policy.v1.RevokeTokenRequest
+	8,  // 11: millwright.policy.v1.TokenService.GetToken:input_type -> millwright.policy.v1.GetTokenRequest
+	10, // 12: millwright.policy.v1.TokenService.ListTokens:input_type -> millwright.policy.v1.ListTokensRequest
+	5,  // 13: millwright.policy.v1.TokenService.Authenticate:input_type -> millwright.policy.v1.AuthenticateRequest
+	2,  // 14: millwright.policy.v1.TokenService.CreateToken:output_type -> millwright.policy.v1.CreateTokenResponse
+	4,  // 15: millwright.policy.v1.TokenService.RevokeToken:output_type -> millwright.policy.v1.RevokeTokenResponse
+	9,  // 16: millwright.policy.v1.TokenService.GetToken:output_type -> millwright.policy.v1.GetTokenResponse
+	11, // 17: millwright.policy.v1.TokenService.ListTokens:output_type -> millwright.policy.v1.ListTokensResponse
+	6,  // 18: millwright.policy.v1.TokenService.Authenticate:output_type -> millwright.policy.v1.AuthenticateResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_millwright_policy_v1_token_proto_init() }
@@ -577,7 +959,7 @@ func file_millwright_policy_v1_token_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_policy_v1_token_proto_rawDesc), len(file_millwright_policy_v1_token_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	TokenService_CreateToken_FullMethodName  = "/millwright.policy.v1.TokenService/CreateToken"
 	TokenService_RevokeToken_FullMethodName  = "/millwright.policy.v1.TokenService/RevokeToken"
+	TokenService_GetToken_FullMethodName     = "/millwright.policy.v1.TokenService/GetToken"
+	TokenService_ListTokens_FullMethodName   = "/millwright.policy.v1.TokenService/ListTokens"
 	TokenService_Authenticate_FullMethodName = "/millwright.policy.v1.TokenService/Authenticate"
 )
 
@@ -37,6 +39,12 @@ type TokenServiceClient interface {
 	// RevokeToken revokes a user token. The token's own user, a workspace admin or the
 	// superadmin. Every replica and every policyclient cache drops it through the stream.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	// GetToken reads a user token's metadata, never its secret. The token's own user, a
+	// workspace admin, the service token or the superadmin.
+	GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*GetTokenResponse, error)
+	// ListTokens pages through a workspace's user tokens by id. A member lists its own; an
+	// admin, the service token or the superadmin every member's (or one's, by username).
+	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
 	// Authenticate resolves a bearer token (user or job) to its identity. Unauthenticated for an
 	// unknown, expired or revoked token, or one whose member is removed or disabled. Service
 	// token only: other services call it through pkg/policyclient.
@@ -71,6 +79,26 @@ func (c *tokenServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenReq
 	return out, nil
 }
 
+func (c *tokenServiceClient) GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*GetTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTokenResponse)
+	err := c.cc.Invoke(ctx, TokenService_GetToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tokenServiceClient) ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTokensResponse)
+	err := c.cc.Invoke(ctx, TokenService_ListTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *tokenServiceClient) Authenticate(ctx context.Context, in *AuthenticateRequest, opts ...grpc.CallOption) (*AuthenticateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AuthenticateResponse)
@@ -94,6 +122,12 @@ type TokenServiceServer interface {
 	// RevokeToken revokes a user token. The token's own user, a workspace admin or the
 	// superadmin. Every replica and every policyclient cache drops it through the stream.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	// GetToken reads a user token's metadata, never its secret. The token's own user, a
+	// workspace admin, the service token or the superadmin.
+	GetToken(context.Context, *GetTokenRequest) (*GetTokenResponse, error)
+	// ListTokens pages through a workspace's user tokens by id. A member lists its own; an
+	// admin, the service token or the superadmin every member's (or one's, by username).
+	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
 	// Authenticate resolves a bearer token (user or job) to its identity. Unauthenticated for an
 	// unknown, expired or revoked token, or one whose member is removed or disabled. Service
 	// token only: other services call it through pkg/policyclient.
@@ -113,6 +147,12 @@ func (UnimplementedTokenServiceServer) CreateToken(context.Context, *CreateToken
 }
 func (UnimplementedTokenServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedTokenServiceServer) GetToken(context.Context, *GetTokenRequest) (*GetTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetToken not implemented")
+}
+func (UnimplementedTokenServiceServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTokens not implemented")
 }
 func (UnimplementedTokenServiceServer) Authenticate(context.Context, *AuthenticateRequest) (*AuthenticateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Authenticate not implemented")
@@ -174,6 +214,42 @@ func _TokenService_RevokeToken_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TokenService_GetToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TokenServiceServer).GetToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TokenService_GetToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TokenServiceServer).GetToken(ctx, req.(*GetTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TokenService_ListTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TokenServiceServer).ListTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TokenService_ListTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TokenServiceServer).ListTokens(ctx, req.(*ListTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TokenService_Authenticate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AuthenticateRequest)
 	if err := dec(in); err != nil {
@@ -206,6 +282,14 @@ var TokenService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _TokenService_RevokeToken_Handler,
+		},
+		{
+			MethodName: "GetToken",
+			Handler:    _TokenService_GetToken_Handler,
+		},
+		{
+			MethodName: "ListTokens",
+			Handler:    _TokenService_ListTokens_Handler,
 		},
 		{
 			MethodName: "Authenticate",

@@ -10,6 +10,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1407,11 +1408,1019 @@ func (x *GetMembershipSnapshotResponse) GetStreamPosition() int64 {
 	return 0
 }
 
+// Workspace is a workspace as stored.
+type Workspace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// Display name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// When it was created.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Workspace) Reset() {
+	*x = Workspace{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Workspace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Workspace) ProtoMessage() {}
+
+func (x *Workspace) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Workspace.ProtoReflect.Descriptor instead.
+func (*Workspace) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Workspace) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *Workspace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Workspace) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// GetWorkspaceRequest names the workspace.
+type GetWorkspaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace id.
+	Workspace     string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkspaceRequest) Reset() {
+	*x = GetWorkspaceRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkspaceRequest) ProtoMessage() {}
+
+func (x *GetWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetWorkspaceRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+// GetWorkspaceResponse is the workspace.
+type GetWorkspaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace     *Workspace `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkspaceResponse) Reset() {
+	*x = GetWorkspaceResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkspaceResponse) ProtoMessage() {}
+
+func (x *GetWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*GetWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetWorkspaceResponse) GetWorkspace() *Workspace {
+	if x != nil {
+		return x.Workspace
+	}
+	return nil
+}
+
+// ListWorkspacesRequest pages through workspaces.
+type ListWorkspacesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspacesRequest) Reset() {
+	*x = ListWorkspacesRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspacesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspacesRequest) ProtoMessage() {}
+
+func (x *ListWorkspacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspacesRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkspacesRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListWorkspacesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListWorkspacesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListWorkspacesResponse is one page, by id.
+type ListWorkspacesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspaces.
+	Workspaces []*Workspace `protobuf:"bytes,1,rep,name=workspaces,proto3" json:"workspaces,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspacesResponse) Reset() {
+	*x = ListWorkspacesResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspacesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspacesResponse) ProtoMessage() {}
+
+func (x *ListWorkspacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspacesResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkspacesResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListWorkspacesResponse) GetWorkspaces() []*Workspace {
+	if x != nil {
+		return x.Workspaces
+	}
+	return nil
+}
+
+func (x *ListWorkspacesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetMemberRequest names the member.
+type GetMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The username.
+	Username      string `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMemberRequest) Reset() {
+	*x = GetMemberRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMemberRequest) ProtoMessage() {}
+
+func (x *GetMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMemberRequest.ProtoReflect.Descriptor instead.
+func (*GetMemberRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetMemberRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetMemberRequest) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+// GetMemberResponse is the member.
+type GetMemberResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member.
+	Member        *Member `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMemberResponse) Reset() {
+	*x = GetMemberResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMemberResponse) ProtoMessage() {}
+
+func (x *GetMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMemberResponse.ProtoReflect.Descriptor instead.
+func (*GetMemberResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetMemberResponse) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+// ListMembersRequest pages through a workspace's members.
+type ListMembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only members of this role; unspecified for every role.
+	Role Role `protobuf:"varint,4,opt,name=role,proto3,enum=millwright.policy.v1.Role" json:"role,omitempty"`
+	// Only enabled (false) or also disabled members (true).
+	IncludeDisabled bool `protobuf:"varint,5,opt,name=include_disabled,json=includeDisabled,proto3" json:"include_disabled,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListMembersRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListMembersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMembersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListMembersRequest) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *ListMembersRequest) GetIncludeDisabled() bool {
+	if x != nil {
+		return x.IncludeDisabled
+	}
+	return false
+}
+
+// ListMembersResponse is one page, by username.
+type ListMembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The members.
+	Members []*Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListMembersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Group is a group and its members.
+type Group struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its members' usernames.
+	Members       []string `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Group) Reset() {
+	*x = Group{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Group) ProtoMessage() {}
+
+func (x *Group) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Group.ProtoReflect.Descriptor instead.
+func (*Group) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Group) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Group) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// GetGroupRequest names the group.
+type GetGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The group's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupRequest) Reset() {
+	*x = GetGroupRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupRequest) ProtoMessage() {}
+
+func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
+func (*GetGroupRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetGroupRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetGroupResponse is the group.
+type GetGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group.
+	Group         *Group `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupResponse) Reset() {
+	*x = GetGroupResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupResponse) ProtoMessage() {}
+
+func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
+func (*GetGroupResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetGroupResponse) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+// ListGroupsRequest pages through a workspace's groups.
+type ListGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only groups this username is a member of; empty for every group.
+	Member        string `protobuf:"bytes,4,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListGroupsRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListGroupsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListGroupsRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+// ListGroupsResponse is one page, by name.
+type ListGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The groups.
+	Groups []*Group `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ListGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetFolderRequest names the folder.
+type GetFolderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The folder's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFolderRequest) Reset() {
+	*x = GetFolderRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFolderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFolderRequest) ProtoMessage() {}
+
+func (x *GetFolderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFolderRequest.ProtoReflect.Descriptor instead.
+func (*GetFolderRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetFolderRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetFolderRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetFolderResponse is the folder.
+type GetFolderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The folder.
+	Folder        *Folder `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFolderResponse) Reset() {
+	*x = GetFolderResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFolderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFolderResponse) ProtoMessage() {}
+
+func (x *GetFolderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFolderResponse.ProtoReflect.Descriptor instead.
+func (*GetFolderResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetFolderResponse) GetFolder() *Folder {
+	if x != nil {
+		return x.Folder
+	}
+	return nil
+}
+
+// ListFoldersRequest pages through a workspace's folders.
+type ListFoldersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many (0 means 100; at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFoldersRequest) Reset() {
+	*x = ListFoldersRequest{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFoldersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFoldersRequest) ProtoMessage() {}
+
+func (x *ListFoldersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFoldersRequest.ProtoReflect.Descriptor instead.
+func (*ListFoldersRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListFoldersRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListFoldersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListFoldersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListFoldersResponse is one page, by name.
+type ListFoldersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The folders.
+	Folders []*Folder `protobuf:"bytes,1,rep,name=folders,proto3" json:"folders,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFoldersResponse) Reset() {
+	*x = ListFoldersResponse{}
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFoldersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFoldersResponse) ProtoMessage() {}
+
+func (x *ListFoldersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_policy_v1_workspace_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFoldersResponse.ProtoReflect.Descriptor instead.
+func (*ListFoldersResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_policy_v1_workspace_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListFoldersResponse) GetFolders() []*Folder {
+	if x != nil {
+		return x.Folders
+	}
+	return nil
+}
+
+func (x *ListFoldersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_millwright_policy_v1_workspace_proto protoreflect.FileDescriptor
 
 const file_millwright_policy_v1_workspace_proto_rawDesc = "" +
 	"\n" +
-	"$millwright/policy/v1/workspace.proto\x12\x14millwright.policy.v1\x1a\x1cgoogle/api/annotations.proto\"\x92\x01\n" +
+	"$millwright/policy/v1/workspace.proto\x12\x14millwright.policy.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\x01\n" +
 	"\x16CreateWorkspaceRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
@@ -1494,14 +2503,76 @@ const file_millwright_policy_v1_workspace_proto_rawDesc = "" +
 	"\n" +
 	"workspaces\x18\x02 \x03(\v2&.millwright.policy.v1.WorkspaceBuilderR\n" +
 	"workspaces\x12'\n" +
-	"\x0fstream_position\x18\x03 \x01(\x03R\x0estreamPosition*S\n" +
+	"\x0fstream_position\x18\x03 \x01(\x03R\x0estreamPosition\"z\n" +
+	"\tWorkspace\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"3\n" +
+	"\x13GetWorkspaceRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"U\n" +
+	"\x14GetWorkspaceResponse\x12=\n" +
+	"\tworkspace\x18\x01 \x01(\v2\x1f.millwright.policy.v1.WorkspaceR\tworkspace\"S\n" +
+	"\x15ListWorkspacesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x81\x01\n" +
+	"\x16ListWorkspacesResponse\x12?\n" +
+	"\n" +
+	"workspaces\x18\x01 \x03(\v2\x1f.millwright.policy.v1.WorkspaceR\n" +
+	"workspaces\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
+	"\x10GetMemberRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\"I\n" +
+	"\x11GetMemberResponse\x124\n" +
+	"\x06member\x18\x01 \x01(\v2\x1c.millwright.policy.v1.MemberR\x06member\"\xc9\x01\n" +
+	"\x12ListMembersRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12.\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x1a.millwright.policy.v1.RoleR\x04role\x12)\n" +
+	"\x10include_disabled\x18\x05 \x01(\bR\x0fincludeDisabled\"u\n" +
+	"\x13ListMembersResponse\x126\n" +
+	"\amembers\x18\x01 \x03(\v2\x1c.millwright.policy.v1.MemberR\amembers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"5\n" +
+	"\x05Group\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\amembers\x18\x02 \x03(\tR\amembers\"C\n" +
+	"\x0fGetGroupRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"E\n" +
+	"\x10GetGroupResponse\x121\n" +
+	"\x05group\x18\x01 \x01(\v2\x1b.millwright.policy.v1.GroupR\x05group\"\x85\x01\n" +
+	"\x11ListGroupsRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06member\x18\x04 \x01(\tR\x06member\"q\n" +
+	"\x12ListGroupsResponse\x123\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1b.millwright.policy.v1.GroupR\x06groups\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"D\n" +
+	"\x10GetFolderRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"I\n" +
+	"\x11GetFolderResponse\x124\n" +
+	"\x06folder\x18\x01 \x01(\v2\x1c.millwright.policy.v1.FolderR\x06folder\"n\n" +
+	"\x12ListFoldersRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"u\n" +
+	"\x13ListFoldersResponse\x126\n" +
+	"\afolders\x18\x01 \x03(\v2\x1c.millwright.policy.v1.FolderR\afolders\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*S\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"ROLE_ADMIN\x10\x01\x12\x12\n" +
 	"\x0eROLE_DEVELOPER\x10\x02\x12\x11\n" +
-	"\rROLE_OPERATOR\x10\x032\xf5\n" +
-	"\n" +
+	"\rROLE_OPERATOR\x10\x032\xec\x13\n" +
 	"\x10WorkspaceService\x12\x89\x01\n" +
 	"\x0fCreateWorkspace\x12,.millwright.policy.v1.CreateWorkspaceRequest\x1a-.millwright.policy.v1.CreateWorkspaceResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\"\x0e/v1/workspaces\x12\x94\x01\n" +
 	"\fUpsertMember\x12).millwright.policy.v1.UpsertMemberRequest\x1a*.millwright.policy.v1.UpsertMemberResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/workspaces/{workspace}/members\x12\x9c\x01\n" +
@@ -1510,7 +2581,16 @@ const file_millwright_policy_v1_workspace_proto_rawDesc = "" +
 	"\vDeleteGroup\x12(.millwright.policy.v1.DeleteGroupRequest\x1a).millwright.policy.v1.DeleteGroupResponse\"0\x82\xd3\xe4\x93\x02**(/v1/workspaces/{workspace}/groups/{name}\x12\x94\x01\n" +
 	"\fUpsertFolder\x12).millwright.policy.v1.UpsertFolderRequest\x1a*.millwright.policy.v1.UpsertFolderResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/workspaces/{workspace}/folders\x12\x98\x01\n" +
 	"\fDeleteFolder\x12).millwright.policy.v1.DeleteFolderRequest\x1a*.millwright.policy.v1.DeleteFolderResponse\"1\x82\xd3\xe4\x93\x02+*)/v1/workspaces/{workspace}/folders/{name}\x12\xa2\x01\n" +
-	"\x0eResolveTenancy\x12+.millwright.policy.v1.ResolveTenancyRequest\x1a,.millwright.policy.v1.ResolveTenancyResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/v1/workspaces/{workspace}/tenancy:resolve\x12\x9d\x01\n" +
+	"\x0eResolveTenancy\x12+.millwright.policy.v1.ResolveTenancyRequest\x1a,.millwright.policy.v1.ResolveTenancyResponse\"5\x82\xd3\xe4\x93\x02/:\x01*\"*/v1/workspaces/{workspace}/tenancy:resolve\x12\x89\x01\n" +
+	"\fGetWorkspace\x12).millwright.policy.v1.GetWorkspaceRequest\x1a*.millwright.policy.v1.GetWorkspaceResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/workspaces/{workspace}\x12\x83\x01\n" +
+	"\x0eListWorkspaces\x12+.millwright.policy.v1.ListWorkspacesRequest\x1a,.millwright.policy.v1.ListWorkspacesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/workspaces\x12\x93\x01\n" +
+	"\tGetMember\x12&.millwright.policy.v1.GetMemberRequest\x1a'.millwright.policy.v1.GetMemberResponse\"5\x82\xd3\xe4\x93\x02/\x12-/v1/workspaces/{workspace}/members/{username}\x12\x8e\x01\n" +
+	"\vListMembers\x12(.millwright.policy.v1.ListMembersRequest\x1a).millwright.policy.v1.ListMembersResponse\"*\x82\xd3\xe4\x93\x02$\x12\"/v1/workspaces/{workspace}/members\x12\x8b\x01\n" +
+	"\bGetGroup\x12%.millwright.policy.v1.GetGroupRequest\x1a&.millwright.policy.v1.GetGroupResponse\"0\x82\xd3\xe4\x93\x02*\x12(/v1/workspaces/{workspace}/groups/{name}\x12\x8a\x01\n" +
+	"\n" +
+	"ListGroups\x12'.millwright.policy.v1.ListGroupsRequest\x1a(.millwright.policy.v1.ListGroupsResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/workspaces/{workspace}/groups\x12\x8f\x01\n" +
+	"\tGetFolder\x12&.millwright.policy.v1.GetFolderRequest\x1a'.millwright.policy.v1.GetFolderResponse\"1\x82\xd3\xe4\x93\x02+\x12)/v1/workspaces/{workspace}/folders/{name}\x12\x8e\x01\n" +
+	"\vListFolders\x12(.millwright.policy.v1.ListFoldersRequest\x1a).millwright.policy.v1.ListFoldersResponse\"*\x82\xd3\xe4\x93\x02$\x12\"/v1/workspaces/{workspace}/folders\x12\x9d\x01\n" +
 	"\x15GetMembershipSnapshot\x122.millwright.policy.v1.GetMembershipSnapshotRequest\x1a3.millwright.policy.v1.GetMembershipSnapshotResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/policy/snapshotBHZFgithub.com/millwright/millwright/pkg/gen/millwright/policy/v1;policyv1b\x06proto3"
 
 var (
@@ -1526,7 +2606,7 @@ func file_millwright_policy_v1_workspace_proto_rawDescGZIP() []byte {
 }
 
 var file_millwright_policy_v1_workspace_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_millwright_policy_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_millwright_policy_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_millwright_policy_v1_workspace_proto_goTypes = []any{
 	(Role)(0),                             // 0: millwright.policy.v1.Role
 	(*CreateWorkspaceRequest)(nil),        // 1: millwright.policy.v1.CreateWorkspaceRequest
@@ -1551,6 +2631,25 @@ var file_millwright_policy_v1_workspace_proto_goTypes = []any{
 	(*GetMembershipSnapshotRequest)(nil),  // 20: millwright.policy.v1.GetMembershipSnapshotRequest
 	(*WorkspaceBuilder)(nil),              // 21: millwright.policy.v1.WorkspaceBuilder
 	(*GetMembershipSnapshotResponse)(nil), // 22: millwright.policy.v1.GetMembershipSnapshotResponse
+	(*Workspace)(nil),                     // 23: millwright.policy.v1.Workspace
+	(*GetWorkspaceRequest)(nil),           // 24: millwright.policy.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),          // 25: millwright.policy.v1.GetWorkspaceResponse
+	(*ListWorkspacesRequest)(nil),         // 26: millwright.policy.v1.ListWorkspacesRequest
+	(*ListWorkspacesResponse)(nil),        // 27: millwright.policy.v1.ListWorkspacesResponse
+	(*GetMemberRequest)(nil),              // 28: millwright.policy.v1.GetMemberRequest
+	(*GetMemberResponse)(nil),             // 29: millwright.policy.v1.GetMemberResponse
+	(*ListMembersRequest)(nil),            // 30: millwright.policy.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),           // 31: millwright.policy.v1.ListMembersResponse
+	(*Group)(nil),                         // 32: millwright.policy.v1.Group
+	(*GetGroupRequest)(nil),               // 33: millwright.policy.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),              // 34: millwright.policy.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),             // 35: millwright.policy.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),            // 36: millwright.policy.v1.ListGroupsResponse
+	(*GetFolderRequest)(nil),              // 37: millwright.policy.v1.GetFolderRequest
+	(*GetFolderResponse)(nil),             // 38: millwright.policy.v1.GetFolderResponse
+	(*ListFoldersRequest)(nil),            // 39: millwright.policy.v1.ListFoldersRequest
+	(*ListFoldersResponse)(nil),           // 40: millwright.policy.v1.ListFoldersResponse
+	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
 }
 var file_millwright_policy_v1_workspace_proto_depIdxs = []int32{
 	0,  // 0: millwright.policy.v1.Member.role:type_name -> millwright.policy.v1.Role
@@ -1561,29 +2660,55 @@ var file_millwright_policy_v1_workspace_proto_depIdxs = []int32{
 	0,  // 5: millwright.policy.v1.ResolveTenancyResponse.role:type_name -> millwright.policy.v1.Role
 	3,  // 6: millwright.policy.v1.GetMembershipSnapshotResponse.members:type_name -> millwright.policy.v1.Member
 	21, // 7: millwright.policy.v1.GetMembershipSnapshotResponse.workspaces:type_name -> millwright.policy.v1.WorkspaceBuilder
-	1,  // 8: millwright.policy.v1.WorkspaceService.CreateWorkspace:input_type -> millwright.policy.v1.CreateWorkspaceRequest
-	4,  // 9: millwright.policy.v1.WorkspaceService.UpsertMember:input_type -> millwright.policy.v1.UpsertMemberRequest
-	6,  // 10: millwright.policy.v1.WorkspaceService.RemoveMember:input_type -> millwright.policy.v1.RemoveMemberRequest
-	8,  // 11: millwright.policy.v1.WorkspaceService.UpsertGroup:input_type -> millwright.policy.v1.UpsertGroupRequest
-	10, // 12: millwright.policy.v1.WorkspaceService.DeleteGroup:input_type -> millwright.policy.v1.DeleteGroupRequest
-	12, // 13: millwright.policy.v1.WorkspaceService.UpsertFolder:input_type -> millwright.policy.v1.UpsertFolderRequest
-	15, // 14: millwright.policy.v1.WorkspaceService.DeleteFolder:input_type -> millwright.policy.v1.DeleteFolderRequest
-	17, // 15: millwright.policy.v1.WorkspaceService.ResolveTenancy:input_type -> millwright.policy.v1.ResolveTenancyRequest
-	20, // 16: millwright.policy.v1.WorkspaceService.GetMembershipSnapshot:input_type -> millwright.policy.v1.GetMembershipSnapshotRequest
-	2,  // 17: millwright.policy.v1.WorkspaceService.CreateWorkspace:output_type -> millwright.policy.v1.CreateWorkspaceResponse
-	5,  // 18: millwright.policy.v1.WorkspaceService.UpsertMember:output_type -> millwright.policy.v1.UpsertMemberResponse
-	7,  // 19: millwright.policy.v1.WorkspaceService.RemoveMember:output_type -> millwright.policy.v1.RemoveMemberResponse
-	9,  // 20: millwright.policy.v1.WorkspaceService.UpsertGroup:output_type -> millwright.policy.v1.UpsertGroupResponse
-	11, // 21: millwright.policy.v1.WorkspaceService.DeleteGroup:output_type -> millwright.policy.v1.DeleteGroupResponse
-	13, // 22: millwright.policy.v1.WorkspaceService.UpsertFolder:output_type -> millwright.policy.v1.UpsertFolderResponse
-	16, // 23: millwright.policy.v1.WorkspaceService.DeleteFolder:output_type -> millwright.policy.v1.DeleteFolderResponse
-	19, // 24: millwright.policy.v1.WorkspaceService.ResolveTenancy:output_type -> millwright.policy.v1.ResolveTenancyResponse
-	22, // 25: millwright.policy.v1.WorkspaceService.GetMembershipSnapshot:output_type -> millwright.policy.v1.GetMembershipSnapshotResponse
-	17, // [17:26] is the sub-list for method output_type
-	8,  // [8:17] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	41, // 8: millwright.policy.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	23, // 9: millwright.policy.v1.GetWorkspaceResponse.workspace:type_name -> millwright.policy.v1.Workspace
+	23, // 10: millwright.policy.v1.ListWorkspacesResponse.workspaces:type_name -> millwright.policy.v1.Workspace
+	3,  // 11: millwright.policy.v1.GetMemberResponse.member:type_name -> millwright.policy.v1.Member
+	0,  // 12: millwright.policy.v1.ListMembersRequest.role:type_name -> millwright.policy.v1.Role
+	3,  // 13: millwright.policy.v1.ListMembersResponse.members:type_name -> millwright.policy.v1.Member
+	32, // 14: millwright.policy.v1.GetGroupResponse.group:type_name -> millwright.policy.v1.Group
+	32, // 15: millwright.policy.v1.ListGroupsResponse.groups:type_name -> millwright.policy.v1.Group
+	14, // 16: millwright.policy.v1.GetFolderResponse.folder:type_name -> millwright.policy.v1.Folder
+	14, // 17: millwright.policy.v1.ListFoldersResponse.folders:type_name -> millwright.policy.v1.Folder
+	1,  // 18: millwright.policy.v1.WorkspaceService.CreateWorkspace:input_type -> millwright.policy.v1.CreateWorkspaceRequest
+	4,  // 19: millwright.policy.v1.WorkspaceService.UpsertMember:input_type -> millwright.policy.v1.UpsertMemberRequest
+	6,  // 20: millwright.policy.v1.WorkspaceService.RemoveMember:input_type -> millwright.policy.v1.RemoveMemberRequest
+	8,  // 21: millwright.policy.v1.WorkspaceService.UpsertGroup:input_type -> millwright.policy.v1.UpsertGroupRequest
+	10, // 22: millwright.policy.v1.WorkspaceService.DeleteGroup:input_type -> millwright.policy.v1.DeleteGroupRequest
+	12, // 23: millwright.policy.v1.WorkspaceService.UpsertFolder:input_type -> millwright.policy.v1.UpsertFolderRequest
+	15, // 24: millwright.policy.v1.WorkspaceService.DeleteFolder:input_type -> millwright.policy.v1.DeleteFolderRequest
+	17, // 25: millwright.policy.v1.WorkspaceService.ResolveTenancy:input_type -> millwright.policy.v1.ResolveTenancyRequest
+	24, // 26: millwright.policy.v1.WorkspaceService.GetWorkspace:input_type -> millwright.policy.v1.GetWorkspaceRequest
+	26, // 27: millwright.policy.v1.WorkspaceService.ListWorkspaces:input_type -> millwright.policy.v1.ListWorkspacesRequest
+	28, // 28: millwright.policy.v1.WorkspaceService.GetMember:input_type -> millwright.policy.v1.GetMemberRequest
+	30, // 29: millwright.policy.v1.WorkspaceService.ListMembers:input_type -> millwright.policy.v1.ListMembersRequest
+	33, // 30: millwright.policy.v1.WorkspaceService.GetGroup:input_type -> millwright.policy.v1.GetGroupRequest
+	35, // 31: millwright.policy.v1.WorkspaceService.ListGroups:input_type -> millwright.policy.v1.ListGroupsRequest
+	37, // 32: millwright.policy.v1.WorkspaceService.GetFolder:input_type -> millwright.policy.v1.GetFolderRequest
+	39, // 33: millwright.policy.v1.WorkspaceService.ListFolders:input_type -> millwright.policy.v1.ListFoldersRequest
+	20, // 34: millwright.policy.v1.WorkspaceService.GetMembershipSnapshot:input_type -> millwright.policy.v1.GetMembershipSnapshotRequest
+	2,  // 35: millwright.policy.v1.WorkspaceService.CreateWorkspace:output_type -> millwright.policy.v1.CreateWorkspaceResponse
+	5,  // 36: millwright.policy.v1.WorkspaceService.UpsertMember:output_type -> millwright.policy.v1.UpsertMemberResponse
+	7,  // 37: millwright.policy.v1.WorkspaceService.RemoveMember:output_type -> millwright.policy.v1.RemoveMemberResponse
+	9,  // 38: millwright.policy.v1.WorkspaceService.UpsertGroup:output_type -> millwright.policy.v1.UpsertGroupResponse
+	11, // 39: millwright.policy.v1.WorkspaceService.DeleteGroup:output_type -> millwright.policy.v1.DeleteGroupResponse
+	13, // 40: millwright.policy.v1.WorkspaceService.UpsertFolder:output_type -> millwright.policy.v1.UpsertFolderResponse
+	16, // 41: millwright.policy.v1.WorkspaceService.DeleteFolder:output_type -> millwright.policy.v1.DeleteFolderResponse
+	19, // 42: millwright.policy.v1.WorkspaceService.ResolveTenancy:output_type -> millwright.policy.v1.ResolveTenancyResponse
+	25, // 43: millwright.policy.v1.WorkspaceService.GetWorkspace:output_type -> millwright.policy.v1.GetWorkspaceResponse
+	27, // 44: millwright.policy.v1.WorkspaceService.ListWorkspaces:output_type -> millwright.policy.v1.ListWorkspacesResponse
+	29, // 45: millwright.policy.v1.WorkspaceService.GetMember:output_type -> millwright.policy.v1.GetMemberResponse
+	31, // 46: millwright.policy.v1.WorkspaceService.ListMembers:output_type -> millwright.policy.v1.ListMembersResponse
+	34, // 47: millwright.policy.v1.WorkspaceService.GetGroup:output_type -> millwright.policy.v1.GetGroupResponse
+	36, // 48: millwright.policy.v1.WorkspaceService.ListGroups:output_type -> millwright.policy.v1.ListGroupsResponse
+	38, // 49: millwright.policy.v1.WorkspaceService.GetFolder:output_type -> millwright.policy.v1.GetFolderResponse
+	40, // 50: millwright.policy.v1.WorkspaceService.ListFolders:output_type -> millwright.policy.v1.ListFoldersResponse
+	22, // 51: millwright.policy.v1.WorkspaceService.GetMembershipSnapshot:output_type -> millwright.policy.v1.GetMembershipSnapshotResponse
+	35, // [35:52] is the sub-list for method output_type
+	18, // [18:35] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_millwright_policy_v1_workspace_proto_init() }
@@ -1597,7 +2722,7 @@ func file_millwright_policy_v1_workspace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_policy_v1_workspace_proto_rawDesc), len(file_millwright_policy_v1_workspace_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,14 @@ const (
 	WorkspaceService_UpsertFolder_FullMethodName          = "/millwright.policy.v1.WorkspaceService/UpsertFolder"
 	WorkspaceService_DeleteFolder_FullMethodName          = "/millwright.policy.v1.WorkspaceService/DeleteFolder"
 	WorkspaceService_ResolveTenancy_FullMethodName        = "/millwright.policy.v1.WorkspaceService/ResolveTenancy"
+	WorkspaceService_GetWorkspace_FullMethodName          = "/millwright.policy.v1.WorkspaceService/GetWorkspace"
+	WorkspaceService_ListWorkspaces_FullMethodName        = "/millwright.policy.v1.WorkspaceService/ListWorkspaces"
+	WorkspaceService_GetMember_FullMethodName             = "/millwright.policy.v1.WorkspaceService/GetMember"
+	WorkspaceService_ListMembers_FullMethodName           = "/millwright.policy.v1.WorkspaceService/ListMembers"
+	WorkspaceService_GetGroup_FullMethodName              = "/millwright.policy.v1.WorkspaceService/GetGroup"
+	WorkspaceService_ListGroups_FullMethodName            = "/millwright.policy.v1.WorkspaceService/ListGroups"
+	WorkspaceService_GetFolder_FullMethodName             = "/millwright.policy.v1.WorkspaceService/GetFolder"
+	WorkspaceService_ListFolders_FullMethodName           = "/millwright.policy.v1.WorkspaceService/ListFolders"
 	WorkspaceService_GetMembershipSnapshot_FullMethodName = "/millwright.policy.v1.WorkspaceService/GetMembershipSnapshot"
 )
 
@@ -39,7 +47,8 @@ const (
 // services, and hands billing a consistent snapshot of every member.
 type WorkspaceServiceClient interface {
 	// CreateWorkspace creates a workspace with its first admin member and default operator
-	// settings. Superadmin only. AlreadyExists if the id is taken.
+	// settings. Superadmin only. AlreadyExists if the id is taken (ErrorInfo metadata kind
+	// "workspace", existing: the id, for GetWorkspace).
 	CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error)
 	// UpsertMember adds a member or changes an existing member's email, role or disabled flag.
 	// Workspace admins and the superadmin. The last enabled admin cannot be demoted or disabled.
@@ -58,6 +67,24 @@ type WorkspaceServiceClient interface {
 	// and role. NotFound (NOT_FOUND) for a non-member, PermissionDenied (MEMBER_DISABLED) for a
 	// disabled member: never an empty success. Service token or superadmin.
 	ResolveTenancy(ctx context.Context, in *ResolveTenancyRequest, opts ...grpc.CallOption) (*ResolveTenancyResponse, error)
+	// GetWorkspace reads a workspace. Its members (admin, developer, operator), the service
+	// token and the superadmin. NotFound if absent.
+	GetWorkspace(ctx context.Context, in *GetWorkspaceRequest, opts ...grpc.CallOption) (*GetWorkspaceResponse, error)
+	// ListWorkspaces pages through every workspace by id. Service token and superadmin: a user
+	// token is bound to one workspace.
+	ListWorkspaces(ctx context.Context, in *ListWorkspacesRequest, opts ...grpc.CallOption) (*ListWorkspacesResponse, error)
+	// GetMember reads one member. Members of the workspace, the service token, the superadmin.
+	GetMember(ctx context.Context, in *GetMemberRequest, opts ...grpc.CallOption) (*GetMemberResponse, error)
+	// ListMembers pages through a workspace's members by username.
+	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// GetGroup reads one group and its members.
+	GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GetGroupResponse, error)
+	// ListGroups pages through a workspace's groups by name.
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	// GetFolder reads one folder and its grants.
+	GetFolder(ctx context.Context, in *GetFolderRequest, opts ...grpc.CallOption) (*GetFolderResponse, error)
+	// ListFolders pages through a workspace's folders by name.
+	ListFolders(ctx context.Context, in *ListFoldersRequest, opts ...grpc.CallOption) (*ListFoldersResponse, error)
 	// GetMembershipSnapshot returns every member of every workspace and every workspace's builder
 	// flag, read in one REPEATABLE READ snapshot together with the stream position it is consistent
 	// with: apply events with an id greater than stream_position on top. Service token only.
@@ -152,6 +179,86 @@ func (c *workspaceServiceClient) ResolveTenancy(ctx context.Context, in *Resolve
 	return out, nil
 }
 
+func (c *workspaceServiceClient) GetWorkspace(ctx context.Context, in *GetWorkspaceRequest, opts ...grpc.CallOption) (*GetWorkspaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWorkspaceResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) ListWorkspaces(ctx context.Context, in *ListWorkspacesRequest, opts ...grpc.CallOption) (*ListWorkspacesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkspacesResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_ListWorkspaces_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) GetMember(ctx context.Context, in *GetMemberRequest, opts ...grpc.CallOption) (*GetMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMemberResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_ListMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) GetGroup(ctx context.Context, in *GetGroupRequest, opts ...grpc.CallOption) (*GetGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGroupResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) GetFolder(ctx context.Context, in *GetFolderRequest, opts ...grpc.CallOption) (*GetFolderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFolderResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetFolder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) ListFolders(ctx context.Context, in *ListFoldersRequest, opts ...grpc.CallOption) (*ListFoldersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFoldersResponse)
+	err := c.cc.Invoke(ctx, WorkspaceService_ListFolders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *workspaceServiceClient) GetMembershipSnapshot(ctx context.Context, in *GetMembershipSnapshotRequest, opts ...grpc.CallOption) (*GetMembershipSnapshotResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetMembershipSnapshotResponse)
@@ -171,7 +278,8 @@ func (c *workspaceServiceClient) GetMembershipSnapshot(ctx context.Context, in *
 // services, and hands billing a consistent snapshot of every member.
 type WorkspaceServiceServer interface {
 	// CreateWorkspace creates a workspace with its first admin member and default operator
-	// settings. Superadmin only. AlreadyExists if the id is taken.
+	// settings. Superadmin only. AlreadyExists if the id is taken (ErrorInfo metadata kind
+	// "workspace", existing: the id, for GetWorkspace).
 	CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error)
 	// UpsertMember adds a member or changes an existing member's email, role or disabled flag.
 	// Workspace admins and the superadmin. The last enabled admin cannot be demoted or disabled.
@@ -190,6 +298,24 @@ type WorkspaceServiceServer interface {
 	// and role. NotFound (NOT_FOUND) for a non-member, PermissionDenied (MEMBER_DISABLED) for a
 	// disabled member: never an empty success. Service token or superadmin.
 	ResolveTenancy(context.Context, *ResolveTenancyRequest) (*ResolveTenancyResponse, error)
+	// GetWorkspace reads a workspace. Its members (admin, developer, operator), the service
+	// token and the superadmin. NotFound if absent.
+	GetWorkspace(context.Context, *GetWorkspaceRequest) (*GetWorkspaceResponse, error)
+	// ListWorkspaces pages through every workspace by id. Service token and superadmin: a user
+	// token is bound to one workspace.
+	ListWorkspaces(context.Context, *ListWorkspacesRequest) (*ListWorkspacesResponse, error)
+	// GetMember reads one member. Members of the workspace, the service token, the superadmin.
+	GetMember(context.Context, *GetMemberRequest) (*GetMemberResponse, error)
+	// ListMembers pages through a workspace's members by username.
+	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
+	// GetGroup reads one group and its members.
+	GetGroup(context.Context, *GetGroupRequest) (*GetGroupResponse, error)
+	// ListGroups pages through a workspace's groups by name.
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	// GetFolder reads one folder and its grants.
+	GetFolder(context.Context, *GetFolderRequest) (*GetFolderResponse, error)
+	// ListFolders pages through a workspace's folders by name.
+	ListFolders(context.Context, *ListFoldersRequest) (*ListFoldersResponse, error)
 	// GetMembershipSnapshot returns every member of every workspace and every workspace's builder
 	// flag, read in one REPEATABLE READ snapshot together with the stream position it is consistent
 	// with: apply events with an id greater than stream_position on top. Service token only.
@@ -227,6 +353,30 @@ func (UnimplementedWorkspaceServiceServer) DeleteFolder(context.Context, *Delete
 }
 func (UnimplementedWorkspaceServiceServer) ResolveTenancy(context.Context, *ResolveTenancyRequest) (*ResolveTenancyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveTenancy not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetWorkspace(context.Context, *GetWorkspaceRequest) (*GetWorkspaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWorkspace not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) ListWorkspaces(context.Context, *ListWorkspacesRequest) (*ListWorkspacesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkspaces not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetMember(context.Context, *GetMemberRequest) (*GetMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMember not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMembers not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetGroup(context.Context, *GetGroupRequest) (*GetGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGroup not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetFolder(context.Context, *GetFolderRequest) (*GetFolderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFolder not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) ListFolders(context.Context, *ListFoldersRequest) (*ListFoldersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFolders not implemented")
 }
 func (UnimplementedWorkspaceServiceServer) GetMembershipSnapshot(context.Context, *GetMembershipSnapshotRequest) (*GetMembershipSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMembershipSnapshot not implemented")
@@ -396,6 +546,150 @@ func _WorkspaceService_ResolveTenancy_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkspaceService_GetWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetWorkspace(ctx, req.(*GetWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_ListWorkspaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkspacesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).ListWorkspaces(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_ListWorkspaces_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).ListWorkspaces(ctx, req.(*ListWorkspacesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_GetMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetMember(ctx, req.(*GetMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).ListMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_ListMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).ListMembers(ctx, req.(*ListMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_GetGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetGroup(ctx, req.(*GetGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_GetFolder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFolderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetFolder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetFolder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetFolder(ctx, req.(*GetFolderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_ListFolders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFoldersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).ListFolders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_ListFolders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).ListFolders(ctx, req.(*ListFoldersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkspaceService_GetMembershipSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetMembershipSnapshotRequest)
 	if err := dec(in); err != nil {
@@ -452,6 +746,38 @@ var WorkspaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveTenancy",
 			Handler:    _WorkspaceService_ResolveTenancy_Handler,
+		},
+		{
+			MethodName: "GetWorkspace",
+			Handler:    _WorkspaceService_GetWorkspace_Handler,
+		},
+		{
+			MethodName: "ListWorkspaces",
+			Handler:    _WorkspaceService_ListWorkspaces_Handler,
+		},
+		{
+			MethodName: "GetMember",
+			Handler:    _WorkspaceService_GetMember_Handler,
+		},
+		{
+			MethodName: "ListMembers",
+			Handler:    _WorkspaceService_ListMembers_Handler,
+		},
+		{
+			MethodName: "GetGroup",
+			Handler:    _WorkspaceService_GetGroup_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _WorkspaceService_ListGroups_Handler,
+		},
+		{
+			MethodName: "GetFolder",
+			Handler:    _WorkspaceService_GetFolder_Handler,
+		},
+		{
+			MethodName: "ListFolders",
+			Handler:    _WorkspaceService_ListFolders_Handler,
 		},
 		{
 			MethodName: "GetMembershipSnapshot",
