@@ -75,3 +75,36 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestParseAndNext(t *testing.T) {
+	rows := []string{"a", "b", "c"}
+	key := func(s string) []string { return []string{s} }
+	t.Run("pages in key order, the last without a token", func(t *testing.T) {
+		p, err := paging.Parse(2, "", "f", 1)
+		require.NoError(t, err)
+		require.Equal(t, 3, p.Limit())
+		got, next := paging.Next(p, rows, key)
+		require.Equal(t, []string{"a", "b"}, got)
+		p, err = paging.Parse(2, next, "f", 1)
+		require.NoError(t, err)
+		require.Equal(t, []string{"b"}, p.After)
+		got, next = paging.Next(p, rows[2:], key)
+		require.Equal(t, []string{"c"}, got)
+		require.Empty(t, next)
+	})
+	t.Run("an empty answer has no token", func(t *testing.T) {
+		p, err := paging.Parse(0, "", "f", 1)
+		require.NoError(t, err)
+		require.Equal(t, paging.DefaultSize, p.Size)
+		got, next := paging.Next(p, []string(nil), key)
+		require.Empty(t, got)
+		require.Empty(t, next)
+	})
+	t.Run("bad size and token name their field", func(t *testing.T) {
+		_, err := paging.Parse(-1, "", "f", 1)
+		require.Contains(t, err.Error(), "page_size")
+		_, err = paging.Parse(1, paging.Encode("g", "a"), "f", 1)
+		require.Equal(t, codes.InvalidArgument, status.Code(err))
+		require.Contains(t, err.Error(), "page_token")
+	})
+}

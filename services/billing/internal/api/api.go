@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	"github.com/millwright/millwright/pkg/paging"
 	"github.com/millwright/millwright/pkg/validate"
 	"github.com/millwright/millwright/services/billing/internal/projection"
 	"github.com/millwright/millwright/services/billing/internal/seats"
@@ -184,57 +184,51 @@ func (s *Server) ReportUsage(ctx context.Context, _ *billingv1.ReportUsageReques
 	return &billingv1.ReportUsageResponse{Report: reportPB(r)}, nil
 }
 
-// ListUsageReports implements billingv1.BillingServiceServer.
+// ListUsageReports implements billingv1.BillingServiceServer: newest first, keyed by id
+// (pkg/paging; reports have no filters, so a token of any other List is refused).
 func (s *Server) ListUsageReports(ctx context.Context, req *billingv1.ListUsageReportsRequest) (*billingv1.ListUsageReportsResponse, error) {
-	size := int(req.GetPageSize())
-	if size == 0 {
-		size = defaultPageSize
+	if err := Allow(ctx, Readers...); err != nil {
+		return nil, err
 	}
-	before, _ := decodePageToken(req.GetPageToken()) // validated
-	rs, err := allowed(ctx, Readers, func() ([]store.Report, error) { return s.store.ListReports(ctx, before, size+1) })
+	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken(), reportsFilters, 1)
 	if err != nil {
 		return nil, err
 	}
-	resp := &billingv1.ListUsageReportsResponse{}
-	if len(rs) > size {
-		rs = rs[:size]
-		resp.NextPageToken = encodePageToken(rs[size-1].ID)
+	var before int64 // 0: from the newest
+	if pg.After != nil {
+		if before, err = strconv.ParseInt(pg.After[0], 10, 64); err != nil || before <= 0 {
+			return nil, errs.InvalidField("page_token", paging.RuleToken, "page_token is not a token this service issued")
+		}
 	}
+	rs, err := s.store.ListReports(ctx, before, pg.Limit())
+	if err != nil {
+		return nil, errs.RewriteError(ctx, err)
+	}
+	rs, next := paging.Next(pg, rs, func(r store.Report) []string { return []string{strconv.FormatInt(r.ID, 10)} })
+	resp := &billingv1.ListUsageReportsResponse{NextPageToken: next}
 	for _, r := range rs {
 		resp.Reports = append(resp.Reports, reportPB(r))
 	}
 	return resp, nil
 }
 
-const (
-	defaultPageSize = 100
-	maxPageSize     = 500
-	tokenPrefix     = "before:"
-)
+// reportsFilters names ListUsageReports' one query in its page tokens.
+const reportsFilters = "usage reports"
 
-func encodePageToken(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(tokenPrefix + strconv.FormatInt(id, 10)))
-}
-
-func decodePageToken(t string) (int64, error) {
-	if t == "" {
-		return 0, nil
+// GetUsageReport implements billingv1.BillingServiceServer.
+func (s *Server) GetUsageReport(ctx context.Context, req *billingv1.GetUsageReportRequest) (*billingv1.GetUsageReportResponse, error) {
+	if err := Allow(ctx, Readers...); err != nil {
+		return nil, err
 	}
-	b, err := base64.RawURLEncoding.DecodeString(t)
-	if err != nil {
-		return 0, err
+	r, err := s.store.Report(ctx, req.GetId())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errs.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such usage report",
+			map[string]string{"kind": "usage_report"})
+	case err != nil:
+		return nil, errs.RewriteError(ctx, err)
 	}
-	rest, ok := strings.CutPrefix(string(b), tokenPrefix)
-	if !ok {
-		return 0, errors.New("bad page token")
-	}
-	id, err := strconv.ParseInt(rest, 10, 64)
-	// Only the exact bytes encodePageToken issues: base64 tolerates newlines and strconv
-	// leading zeros, and one token per page keeps tokens comparable.
-	if err != nil || id <= 0 || encodePageToken(id) != t {
-		return 0, errors.New("bad page token")
-	}
-	return id, nil
+	return &billingv1.GetUsageReportResponse{Report: reportPB(r)}, nil
 }
 
 func usagePB(u seats.Usage) *billingv1.SeatUsage {
@@ -286,15 +280,12 @@ func Validators(r *validate.Registry) {
 	validate.Add(r, func(m *billingv1.CheckSeatCapForOperatorBuilderRequest) error {
 		return validate.First(validate.Workspace("workspace", m.GetWorkspace()), validate.Min("min_position", m.GetMinPosition(), 0))
 	})
+	// The page token is checked by the handler (paging.Parse), after the caller's kind.
 	validate.Add(r, func(m *billingv1.ListUsageReportsRequest) error {
-		if err := validate.First(validate.Min("page_size", m.GetPageSize(), 0), validate.Max("page_size", m.GetPageSize(), maxPageSize)); err != nil {
-			return err
-		}
-		if _, err := decodePageToken(m.GetPageToken()); err != nil {
-			return errs.InvalidField("page_token", "page_token", "page_token is not a token this service issued")
-		}
-		return nil
+		_, err := paging.Size(m.GetPageSize())
+		return err
 	})
+	validate.Add(r, func(m *billingv1.GetUsageReportRequest) error { return validate.Min("id", m.GetId(), 1) })
 }
 
 // maxCapSeats keeps cap x 1000 milli-seats far from int64 overflow.

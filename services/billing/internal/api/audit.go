@@ -13,6 +13,7 @@ func AuditRules() audit.Rules {
 	return audit.Rules{
 		billingv1.BillingService_GetSeatUsage_FullMethodName:     read,
 		billingv1.BillingService_ListUsageReports_FullMethodName: read,
+		billingv1.BillingService_GetUsageReport_FullMethodName:   read,
 		// The licensed cap is the installation's setting that every seat check obeys, not an
 		// object of a workspace's directory: a change to it is a settings change, failing closed
 		// by default like a workspace's operator settings.

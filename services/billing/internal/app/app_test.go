@@ -12,11 +12,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/millwright/millwright/pkg/billingclient"
 	"github.com/millwright/millwright/pkg/errs"
 	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
+	"github.com/millwright/millwright/pkg/paging"
 	"github.com/millwright/millwright/pkg/pgtest"
 	"github.com/millwright/millwright/pkg/server"
 	"github.com/millwright/millwright/pkg/servicetest"
@@ -381,27 +383,67 @@ func TestWeightsFlag(t *testing.T) {
 	}
 }
 
-func TestReportPaging(t *testing.T) {
+// TestReportReadBack: usage reports read back one by one (GetUsageReport) and page by page
+// (ListUsageReports, pkg/paging), newest first, at every page size; an empty list has no
+// next page; tokens are refused when malformed or issued for another query.
+func TestReportReadBack(t *testing.T) {
 	e := start(t, time.Second)
 	ctx := context.Background()
+	empty, err := e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{})
+	require.NoError(t, err)
+	require.Empty(t, empty.GetReports(), "no report yet")
+	require.Empty(t, empty.GetNextPageToken(), "an empty list has no next page")
+
 	var ids []int64
 	for range 5 {
 		r, err := e.service.ReportUsage(ctx, &billingv1.ReportUsageRequest{})
 		require.NoError(t, err)
 		ids = append(ids, r.GetReport().GetId())
 		require.Equal(t, time.Now().UTC().Format(time.DateOnly), r.GetReport().GetReportDate())
-	}
-	var got []int64
-	token := ""
-	for {
-		page, err := e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{PageSize: 2, PageToken: token})
+		got, err := e.admin.GetUsageReport(ctx, &billingv1.GetUsageReportRequest{Id: r.GetReport().GetId()})
 		require.NoError(t, err)
-		for _, r := range page.GetReports() {
-			got = append(got, r.GetId())
-		}
-		if token = page.GetNextPageToken(); token == "" {
-			break
-		}
+		require.True(t, proto.Equal(r.GetReport(), got.GetReport()), "Get answers what ReportUsage wrote")
 	}
-	require.Equal(t, []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}, got)
+	newestFirst := []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}
+	for _, tc := range []struct {
+		size  int32
+		pages int
+	}{{1, 5}, {2, 3}, {5, 1}, {0, 1}} {
+		t.Run(fmt.Sprintf("page_size %d", tc.size), func(t *testing.T) {
+			var got []int64
+			token, pages := "", 0
+			for {
+				page, err := e.service.ListUsageReports(ctx, &billingv1.ListUsageReportsRequest{PageSize: tc.size, PageToken: token})
+				require.NoError(t, err)
+				pages++
+				for _, r := range page.GetReports() {
+					got = append(got, r.GetId())
+				}
+				if token = page.GetNextPageToken(); token == "" {
+					break
+				}
+			}
+			require.Equal(t, newestFirst, got)
+			require.Equal(t, tc.pages, pages)
+		})
+	}
+	t.Run("refused tokens and ids", func(t *testing.T) {
+		for name, req := range map[string]*billingv1.ListUsageReportsRequest{
+			"not a token":                   {PageToken: "zzz"},
+			"a token of another List":       {PageToken: paging.Encode(`roles cluster="c" enabled=any prefix=""`, "r")},
+			"the old before:<id> format":    {PageToken: "YmVmb3JlOjM"},
+			"a key that is not a report id": {PageToken: paging.Encode("usage reports", "x")},
+		} {
+			_, err := e.service.ListUsageReports(ctx, req)
+			require.Equal(t, codes.InvalidArgument, status.Code(err), name)
+			require.Equal(t, "page_token", errs.Infos(err)[0].GetMetadata()["field"], name)
+		}
+		_, err := e.service.GetUsageReport(ctx, &billingv1.GetUsageReportRequest{Id: ids[4] + 1000})
+		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+		reason, _ := errs.Reason(err)
+		require.Equal(t, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, reason)
+		_, err = e.service.GetUsageReport(ctx, &billingv1.GetUsageReportRequest{})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		require.Equal(t, "id", errs.Infos(err)[0].GetMetadata()["field"])
+	})
 }

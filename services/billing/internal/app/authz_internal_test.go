@@ -33,6 +33,7 @@ func TestEveryRPCRefusesUserAndJobTokens(t *testing.T) {
 		billingv1.BillingService_CheckSeatCapForOperatorBuilder_FullMethodName: "superadmin,service",
 		billingv1.BillingService_ReportUsage_FullMethodName:                    "superadmin,service",
 		billingv1.BillingService_ListUsageReports_FullMethodName:               "superadmin,service",
+		billingv1.BillingService_GetUsageReport_FullMethodName:                 "superadmin,service",
 		billingv1.EventService_Watch_FullMethodName:                            "superadmin,service",
 	}
 	ids := []auth.Identity{

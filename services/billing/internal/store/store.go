@@ -142,6 +142,18 @@ func (s *Store) WriteReport(ctx context.Context) (Report, error) {
 		RETURNING `+reportCols, s.weights.AuthorMilli, s.weights.OperatorMilli))
 }
 
+// ErrNotFound is a read of a row that does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// Report reads one report (ErrNotFound when there is none).
+func (s *Store) Report(ctx context.Context, id int64) (Report, error) {
+	r, err := scanReport(s.pool.QueryRow(ctx, `SELECT `+reportCols+` FROM usage_report WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
 // ListReports returns up to limit reports with an id below beforeID (0: from the newest),
 // newest first.
 func (s *Store) ListReports(ctx context.Context, beforeID int64, limit int) ([]Report, error) {

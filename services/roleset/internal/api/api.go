@@ -16,6 +16,7 @@ import (
 	"github.com/millwright/millwright/pkg/errs"
 	commonv1 "github.com/millwright/millwright/pkg/gen/millwright/common/v1"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/paging"
 	"github.com/millwright/millwright/pkg/stream"
 	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/engine"
@@ -128,7 +129,7 @@ func mapCoreError(ctx context.Context, ce *engine.Error) error {
 		code, R = codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND
 		md = map[string]string{"kind": ce.Kind}
 	case engine.CodeAlreadyExists:
-		code, R = codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS
+		return errs.AlreadyExists(ce.Kind, ce.Existing, ce.Msg)
 	case engine.CodeNoViewer:
 		code, R = codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_NO_VIEWER
 	case engine.CodeNoRole, engine.CodeNotMember:
@@ -175,12 +176,51 @@ func (h *Server) UpsertCluster(ctx context.Context, req *rolesetv1.UpsertCluster
 }
 
 // ListClusters implements ClusterService.
-func (h *Server) ListClusters(ctx context.Context, _ *rolesetv1.ListClustersRequest) (*rolesetv1.ListClustersResponse, error) {
-	cs, err := asAdmin(ctx, func() ([]store.Cluster, error) { return h.Engine.ListClusters(ctx) })
+func (h *Server) ListClusters(ctx context.Context, req *rolesetv1.ListClustersRequest) (*rolesetv1.ListClustersResponse, error) {
+	return adminList(ctx, req, store.ClusterFilter{}, h.Engine.ListClusters, func(c store.Cluster) string { return c.ID }, clusterToProto,
+		func(cs []*rolesetv1.Cluster, next string) *rolesetv1.ListClustersResponse {
+			return &rolesetv1.ListClustersResponse{Clusters: cs, NextPageToken: next}
+		})
+}
+
+// GetCluster implements ClusterService.
+func (h *Server) GetCluster(ctx context.Context, req *rolesetv1.GetClusterRequest) (*rolesetv1.GetClusterResponse, error) {
+	c, err := asAdmin(ctx, func() (store.Cluster, error) { return h.Engine.Cluster(ctx, req.GetClusterId()) })
 	if err != nil {
 		return nil, err
 	}
-	return &rolesetv1.ListClustersResponse{Clusters: toProto(cs, clusterToProto)}, nil
+	return &rolesetv1.GetClusterResponse{Cluster: clusterToProto(c)}, nil
+}
+
+type pageRequest interface {
+	GetPageSize() int32
+	GetPageToken() string
+}
+
+// adminList is the shape of every roleset List: the admin rule (as asAdmin), the request's page
+// (pkg/paging, its token bound to the filter f), one read of Limit rows matching f after the
+// page's key (one key column: ids and names are unique within every List's filter), the page
+// converted and answered.
+func adminList[F fmt.Stringer, T, P, R any](ctx context.Context, req pageRequest, f F, read func(context.Context, F, string, int) ([]T, error),
+	key func(T) string, conv func(T) P, answer func(page []P, next string) R) (R, error) {
+	var zero R
+	if err := requireAdmin(ctx); err != nil {
+		return zero, err
+	}
+	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken(), f.String(), 1)
+	if err != nil {
+		return zero, err
+	}
+	var after string
+	if pg.After != nil {
+		after = pg.After[0]
+	}
+	rows, err := read(ctx, f, after, pg.Limit())
+	if err != nil {
+		return zero, mapError(ctx, err)
+	}
+	rows, next := paging.Next(pg, rows, func(t T) []string { return []string{key(t)} })
+	return answer(toProto(rows, conv), next), nil
 }
 
 // toProto converts each element of a list answer (nil for none, the repeated field's zero).
@@ -266,13 +306,27 @@ func (h *Server) DeleteRole(ctx context.Context, req *rolesetv1.DeleteRoleReques
 	return &rolesetv1.DeleteRoleResponse{}, nil
 }
 
-// ListRoles implements RoleService.
+// ListRoles implements RoleService. Like the other admin reads it lists every role of the
+// cluster, whichever instance made it: the catalog is the installation's.
 func (h *Server) ListRoles(ctx context.Context, req *rolesetv1.ListRolesRequest) (*rolesetv1.ListRolesResponse, error) {
-	rs, err := asAdmin(ctx, func() ([]store.Role, error) { return h.Engine.ListRoles(ctx, req.GetClusterId()) })
+	f := store.RoleFilter{ClusterID: req.GetClusterId(), Usable: req.Enabled, NamePrefix: req.GetNamePrefix()}
+	return adminList(ctx, req, f, h.Engine.ListRoles, func(r store.Role) string { return r.Name }, roleToProto,
+		func(rs []*rolesetv1.Role, next string) *rolesetv1.ListRolesResponse {
+			return &rolesetv1.ListRolesResponse{Roles: rs, NextPageToken: next}
+		})
+}
+
+// GetRole implements RoleService: any catalog row, in whatever state, as ListRoles shows it.
+func (h *Server) GetRole(ctx context.Context, req *rolesetv1.GetRoleRequest) (*rolesetv1.GetRoleResponse, error) {
+	id, err := adminRole(ctx, req.GetRoleId())
 	if err != nil {
 		return nil, err
 	}
-	return &rolesetv1.ListRolesResponse{Roles: toProto(rs, roleToProto)}, nil
+	r, err := h.Engine.Role(ctx, id)
+	if err != nil {
+		return nil, mapError(ctx, err)
+	}
+	return &rolesetv1.GetRoleResponse{Role: roleToProto(r)}, nil
 }
 
 // Sweep implements RoleService.
@@ -307,9 +361,33 @@ func (h *Server) UpsertDatatable(ctx context.Context, req *rolesetv1.UpsertDatat
 	if err != nil {
 		return nil, err
 	}
-	return &rolesetv1.UpsertDatatableResponse{Datatable: &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name,
-		ClusterId: d.ClusterID, Database: d.Database, AdminUser: d.AdminUser, DefaultRole: d.DefaultRole,
-		ViewerAccess: d.ViewerAccess, CredentialMode: modeToProto[d.CredentialMode]}}, nil
+	return &rolesetv1.UpsertDatatableResponse{Datatable: datatableToProto(d)}, nil
+}
+
+// datatableToProto is a data table as UpsertDatatable, GetDatatable and ListDatatables answer
+// it: never its admin password, and its permissions only through GetPermissions.
+func datatableToProto(d store.Datatable) *rolesetv1.Datatable {
+	return &rolesetv1.Datatable{Workspace: d.Workspace, Name: d.Name, ClusterId: d.ClusterID, Database: d.Database,
+		AdminUser: d.AdminUser, DefaultRole: d.DefaultRole, ViewerAccess: d.ViewerAccess, CredentialMode: modeToProto[d.CredentialMode]}
+}
+
+// GetDatatable implements DatatableService.
+func (h *Server) GetDatatable(ctx context.Context, req *rolesetv1.GetDatatableRequest) (*rolesetv1.GetDatatableResponse, error) {
+	d, err := asAdmin(ctx, func() (store.Datatable, error) { return h.Engine.Datatable(ctx, req.GetWorkspace(), req.GetName()) })
+	if err != nil {
+		return nil, err
+	}
+	return &rolesetv1.GetDatatableResponse{Datatable: datatableToProto(d)}, nil
+}
+
+// ListDatatables implements DatatableService: one workspace's data tables, as GetPermissions
+// and UpsertDatatable name one by workspace.
+func (h *Server) ListDatatables(ctx context.Context, req *rolesetv1.ListDatatablesRequest) (*rolesetv1.ListDatatablesResponse, error) {
+	f := store.DatatableFilter{Workspace: req.GetWorkspace(), ClusterID: req.GetClusterId(), CredentialMode: modeFromProto[req.GetCredentialMode()]}
+	return adminList(ctx, req, f, h.Engine.ListDatatables, func(d store.Datatable) string { return d.Name }, datatableToProto,
+		func(ds []*rolesetv1.Datatable, next string) *rolesetv1.ListDatatablesResponse {
+			return &rolesetv1.ListDatatablesResponse{Datatables: ds, NextPageToken: next}
+		})
 }
 
 // The credential modes both ways; UNSPECIFIED maps to "" (keep the stored mode).

@@ -36,6 +36,10 @@ func AuditRules() audit.Rules {
 		rolesetv1.ClusterService_ListClusters_FullMethodName:     read("the registered clusters, for the superadmin or the platform"),
 		rolesetv1.RoleService_ListRoles_FullMethodName:           read("a cluster's catalog roles, for the superadmin or the platform"),
 		rolesetv1.DatatableService_GetPermissions_FullMethodName: read("a data table's permissions, for the superadmin or the platform"),
+		rolesetv1.ClusterService_GetCluster_FullMethodName:       read("one registered cluster, never its password, for the superadmin or the platform"),
+		rolesetv1.RoleService_GetRole_FullMethodName:             read("one catalog role, never its password, for the superadmin or the platform"),
+		rolesetv1.DatatableService_GetDatatable_FullMethodName:   read("one data table, never its admin password, for the superadmin or the platform"),
+		rolesetv1.DatatableService_ListDatatables_FullMethodName: read("a workspace's data tables, never their admin passwords, for the superadmin or the platform"),
 
 		rolesetv1.EventService_Watch_FullMethodName: audit.NotAudited("a stream of cache invalidations for other replicas and services: " +
 			"it says what changed, and each change is recorded by the RPC that made it"),

@@ -27,10 +27,14 @@ func TestSharedFieldRules(t *testing.T) {
 			AdminUser: "owner", AdminPassword: "pw", DefaultRole: "$none"},
 		&rolesetv1.SetPermissionsRequest{Workspace: "w", Name: "main", DefaultRole: "$none"},
 		&rolesetv1.GetPermissionsRequest{Workspace: "w", Name: "main"},
+		&rolesetv1.GetClusterRequest{ClusterId: "c"},
+		&rolesetv1.GetDatatableRequest{Workspace: "w", Name: "main"},
+		&rolesetv1.ListDatatablesRequest{Workspace: "w", ClusterId: "c"},
 	}
 	validatetest.Run(t, api.Validators(), []grpc.ServiceDesc{rolesetv1.ClusterService_ServiceDesc,
 		rolesetv1.RoleService_ServiceDesc, rolesetv1.DatatableService_ServiceDesc,
-		rolesetv1.ConnectionService_ServiceDesc, rolesetv1.EventService_ServiceDesc}, bases, validatetest.Options{})
+		rolesetv1.ConnectionService_ServiceDesc, rolesetv1.EventService_ServiceDesc}, bases, validatetest.Options{
+		Optional: map[string]string{"millwright.roleset.v1.ListDatatablesRequest.cluster_id": "a filter: empty means any cluster"}})
 }
 
 // SetPermissions bounds its roles map, and refuses a bad entry deterministically.

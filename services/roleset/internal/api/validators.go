@@ -5,6 +5,7 @@ import (
 
 	"github.com/millwright/millwright/pkg/errs"
 	rolesetv1 "github.com/millwright/millwright/pkg/gen/millwright/roleset/v1"
+	"github.com/millwright/millwright/pkg/paging"
 	"github.com/millwright/millwright/pkg/validate"
 	"github.com/millwright/millwright/services/roleset/internal/datatableref"
 	"github.com/millwright/millwright/services/roleset/internal/rolename"
@@ -28,6 +29,13 @@ func datatableName(field, v string) error {
 	return nil
 }
 
+// pageSize is every List's page_size rule (its page_token is checked by the handler, which
+// knows the filters the token must have been issued for).
+func pageSize(m pageRequest) error {
+	_, err := paging.Size(m.GetPageSize())
+	return err
+}
+
 // Validators returns the registry with one validator per request message.
 func Validators() *validate.Registry {
 	r := validate.NewRegistry()
@@ -41,7 +49,8 @@ func Validators() *validate.Registry {
 			validate.Required("admin_password", m.GetAdminPassword()),
 			validate.MaxLen("admin_password", m.GetAdminPassword(), 1024))
 	})
-	validate.Add(r, func(*rolesetv1.ListClustersRequest) error { return nil })
+	validate.Add(r, func(m *rolesetv1.ListClustersRequest) error { return pageSize(m) })
+	validate.Add(r, func(m *rolesetv1.GetClusterRequest) error { return validate.ClusterID("cluster_id", m.GetClusterId()) })
 	validate.Add(r, func(m *rolesetv1.CreateRoleRequest) error {
 		// The name's own rules (reserved names and prefixes) are checked by core, which
 		// answers RESERVED_NAME; here only presence.
@@ -53,7 +62,12 @@ func Validators() *validate.Registry {
 	})
 	validate.Add(r, func(m *rolesetv1.DeleteRoleRequest) error { return validate.Required("role_id", m.GetRoleId()) })
 	validate.Add(r, func(m *rolesetv1.ListRolesRequest) error {
-		return validate.ClusterID("cluster_id", m.GetClusterId())
+		return validate.First(validate.ClusterID("cluster_id", m.GetClusterId()), pageSize(m),
+			validate.MaxLen("name_prefix", m.GetNamePrefix(), 63))
+	})
+	validate.Add(r, func(m *rolesetv1.GetRoleRequest) error {
+		_, err := parseRoleID(m.GetRoleId())
+		return err
 	})
 	validate.Add(r, func(*rolesetv1.SweepRequest) error { return nil })
 	validate.Add(r, func(m *rolesetv1.UpsertDatatableRequest) error {
@@ -99,6 +113,18 @@ func Validators() *validate.Registry {
 	})
 	validate.Add(r, func(m *rolesetv1.GetPermissionsRequest) error {
 		return validate.First(validate.Workspace("workspace", m.GetWorkspace()), datatableName("name", m.GetName()))
+	})
+	validate.Add(r, func(m *rolesetv1.GetDatatableRequest) error {
+		return validate.First(validate.Workspace("workspace", m.GetWorkspace()), datatableName("name", m.GetName()))
+	})
+	validate.Add(r, func(m *rolesetv1.ListDatatablesRequest) error {
+		var cluster error
+		if m.GetClusterId() != "" {
+			cluster = validate.ClusterID("cluster_id", m.GetClusterId())
+		}
+		return validate.First(validate.Workspace("workspace", m.GetWorkspace()), pageSize(m), cluster,
+			validate.OneOf("credential_mode", m.GetCredentialMode(), rolesetv1.CredentialMode_CREDENTIAL_MODE_UNSPECIFIED,
+				rolesetv1.CredentialMode_CREDENTIAL_MODE_DIRECT, rolesetv1.CredentialMode_CREDENTIAL_MODE_PROXY))
 	})
 	// Reference parsing is the handler's (it answers MALFORMED_REFERENCE with the parser's rule).
 	validate.Add(r, func(*rolesetv1.ResolveConnectionRequest) error { return nil })

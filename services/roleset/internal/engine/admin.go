@@ -110,9 +110,14 @@ func (e *Engine) SetPermissions(ctx context.Context, workspace, name, defaultRol
 // The plain reads of the configuration (no secret leaves: the encrypted passwords are not
 // rendered by the api layer).
 
-// ListClusters lists the registered clusters.
-func (e *Engine) ListClusters(ctx context.Context) ([]store.Cluster, error) {
-	return e.store.ListClusters(ctx)
+// ListClusters lists at most limit registered clusters after the id after.
+func (e *Engine) ListClusters(ctx context.Context, f store.ClusterFilter, after string, limit int) ([]store.Cluster, error) {
+	return e.store.ListClusters(ctx, f, after, limit)
+}
+
+// Cluster reads one registered cluster.
+func (e *Engine) Cluster(ctx context.Context, id string) (store.Cluster, error) {
+	return e.store.GetCluster(ctx, id)
 }
 
 // Role reads one catalog role.
@@ -120,12 +125,17 @@ func (e *Engine) Role(ctx context.Context, id int64) (store.Role, error) {
 	return e.store.Role(ctx, id)
 }
 
-// ListRoles lists the catalog roles of a cluster.
-func (e *Engine) ListRoles(ctx context.Context, clusterID string) ([]store.Role, error) {
-	return e.store.ListRoles(ctx, clusterID)
+// ListRoles lists at most limit catalog roles of a cluster after the name after.
+func (e *Engine) ListRoles(ctx context.Context, f store.RoleFilter, after string, limit int) ([]store.Role, error) {
+	return e.store.ListRoles(ctx, f, after, limit)
 }
 
 // Datatable reads a data table and its permissions.
 func (e *Engine) Datatable(ctx context.Context, workspace, name string) (store.Datatable, error) {
 	return e.store.GetDatatable(ctx, workspace, name)
+}
+
+// ListDatatables lists at most limit of a workspace's data tables after the name after.
+func (e *Engine) ListDatatables(ctx context.Context, f store.DatatableFilter, after string, limit int) ([]store.Datatable, error) {
+	return e.store.ListDatatables(ctx, f, after, limit)
 }

@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
+	"github.com/millwright/millwright/services/roleset/internal/store"
 	"github.com/millwright/millwright/services/roleset/internal/target"
 	"github.com/millwright/millwright/services/roleset/internal/tenancy"
 )
@@ -63,14 +65,31 @@ type Error struct {
 	Msg   string
 	Field string
 	Rule  string
-	Kind  string // NotFound: what kind of object
-	Trace tenancy.Trace
+	Kind  string // NotFound, AlreadyExists: what kind of object
+	// Existing is AlreadyExists' existing object, as its kind's Get takes it (a role's id); ""
+	// when the name is held by something that is not millwright's.
+	Existing string
+	Trace    tenancy.Trace
 }
 
 func (e *Error) Error() string { return e.Msg }
 
 func refuse(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// roleTaken is CreateRole's refusal of a name the catalog holds: it names the role's id, so a
+// client whose first CreateRole answer was lost reads the role back with GetRole.
+func roleTaken(r store.Role) *Error {
+	return &Error{Code: CodeAlreadyExists, Kind: "role", Existing: strconv.FormatInt(r.ID, 10),
+		Msg: fmt.Sprintf("role %q exists: role_id %d", r.Name, r.ID)}
+}
+
+// roleNotInCatalog is the refusal of a name held on the cluster by a role the catalog does not
+// have: there is nothing of ours to read back.
+func roleNotInCatalog(name string) *Error {
+	return &Error{Code: CodeAlreadyExists, Kind: "role",
+		Msg: fmt.Sprintf("a role named %q exists on the cluster and is not in the catalog (not millwright's): there is no role_id to read back", name)}
 }
 
 func invalid(field, rule, format string, args ...any) *Error {

@@ -59,7 +59,7 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 	defer c.End()
 	r, _, err := c.InsertCreatingRole(ctx, e.cfg.InstanceID)
 	if errors.Is(err, store.ErrAlreadyExists) {
-		return r, refuse(CodeAlreadyExists, "role %q exists", name)
+		return r, roleTaken(r)
 	}
 	if err != nil {
 		return r, err
@@ -75,7 +75,9 @@ func (e *Engine) CreateRole(ctx context.Context, clusterID, name string) (store.
 		}
 	}
 	if errors.Is(err, target.ErrRoleExists) {
-		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
+		// Our own row of the name was the creating one, forgotten above: the cluster's role
+		// is someone else's.
+		return r, roleNotInCatalog(name)
 	}
 	if err != nil {
 		return r, clusterRefusal(name, err)
@@ -163,7 +165,10 @@ func (e *Engine) RenameRole(ctx context.Context, id int64, name string) (store.R
 		return r, err
 	}
 	if err := tc.RenameRole(ctx, r.Name, name); errors.Is(err, target.ErrRoleExists) {
-		return r, refuse(CodeAlreadyExists, "a role named %q exists on the cluster", name)
+		if other, err := e.store.RoleByName(ctx, r.ClusterID, name); err == nil {
+			return r, roleTaken(other)
+		}
+		return r, roleNotInCatalog(name)
 	} else if err != nil {
 		return r, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,9 +143,18 @@ func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
 	return scanCluster(s.Pool.QueryRow(ctx, `SELECT `+clusterCols+` FROM cluster WHERE id = $1`, id))
 }
 
-// ListClusters reads every cluster by id.
-func (s *Store) ListClusters(ctx context.Context) ([]Cluster, error) {
-	return collect(scanCluster)(s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster ORDER BY id`))
+// ClusterFilter selects clusters for ListClusters: every one (the List has no filter yet; the
+// type keeps its shape the shape of every List of the store).
+type ClusterFilter struct{}
+
+// String names the filter; a page token is bound to it (pkg/paging).
+func (ClusterFilter) String() string { return "clusters" }
+
+// ListClusters reads at most limit clusters by id, those after the id after ("": from the
+// first).
+func (s *Store) ListClusters(ctx context.Context, _ ClusterFilter, after string, limit int) ([]Cluster, error) {
+	return collect(scanCluster)(s.Pool.Query(ctx, `SELECT `+clusterCols+` FROM cluster WHERE id > $1 ORDER BY id LIMIT $2`,
+		after, limit))
 }
 
 // collect turns a row scanner into the reader of a whole query's rows (nil when there are
@@ -256,9 +266,30 @@ func roleByName(ctx context.Context, q querier, clusterID, name string) (Role, e
 	return scanRole(q.QueryRow(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 AND name = $2`, clusterID, name))
 }
 
-// ListRoles reads a cluster's roles by name.
-func (s *Store) ListRoles(ctx context.Context, clusterID string) ([]Role, error) {
-	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role WHERE cluster_id = $1 ORDER BY name`, clusterID))
+// RoleFilter selects a cluster's roles for ListRoles.
+type RoleFilter struct {
+	ClusterID  string
+	Usable     *bool  // nil: any; else only the roles whose Usable() is this
+	NamePrefix string // "": any name
+}
+
+// String names the filters; a page token is bound to it (pkg/paging), so it differs whenever
+// the rows selected may (an unset Usable differs from both values).
+func (f RoleFilter) String() string {
+	usable := "any"
+	if f.Usable != nil {
+		usable = strconv.FormatBool(*f.Usable)
+	}
+	return fmt.Sprintf("roles cluster=%q usable=%s prefix=%q", f.ClusterID, usable, f.NamePrefix)
+}
+
+// ListRoles reads at most limit of a cluster's roles by name, those after the name after ("":
+// from the first).
+func (s *Store) ListRoles(ctx context.Context, f RoleFilter, after string, limit int) ([]Role, error) {
+	return collectRoles(s.Pool.Query(ctx, `SELECT `+roleCols+` FROM datatable_role
+WHERE cluster_id = $1 AND name > $2 AND starts_with(name, $3)
+  AND ($4::boolean IS NULL OR (enabled AND state = 'ready') = $4)
+ORDER BY name LIMIT $5`, f.ClusterID, after, f.NamePrefix, f.Usable, limit))
 }
 
 // InstanceRoles reads the roles of one instance, and the unclaimed ones (made before
@@ -395,23 +426,45 @@ RETURNING roles, viewer_access, credential_mode, default_role IN ('admin', '$non
 	return d, err
 }
 
-// GetDatatable reads a data table.
-func (s *Store) GetDatatable(ctx context.Context, workspace, name string) (Datatable, error) {
+const datatableCols = `workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access,
+    credential_mode, roles`
+
+func scanDatatable(row pgx.Row) (Datatable, error) {
 	var d Datatable
 	var raw []byte
-	err := s.Pool.QueryRow(ctx, `
-SELECT workspace, name, cluster_id, database, admin_user, admin_password_enc, default_role, viewer_access, credential_mode, roles
-FROM datatable WHERE workspace = $1 AND name = $2`, workspace, name).Scan(
-		&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole, &d.ViewerAccess,
-		&d.CredentialMode, &raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return d, ErrNotFound
-	}
+	err := row.Scan(&d.Workspace, &d.Name, &d.ClusterID, &d.Database, &d.AdminUser, &d.AdminPasswordEnc, &d.DefaultRole,
+		&d.ViewerAccess, &d.CredentialMode, &raw)
 	if err != nil {
-		return d, err
+		return d, notFound(err)
 	}
 	err = json.Unmarshal(raw, &d.Roles)
 	return d, err
+}
+
+// GetDatatable reads a data table.
+func (s *Store) GetDatatable(ctx context.Context, workspace, name string) (Datatable, error) {
+	return scanDatatable(s.Pool.QueryRow(ctx, `SELECT `+datatableCols+` FROM datatable WHERE workspace = $1 AND name = $2`,
+		workspace, name))
+}
+
+// DatatableFilter selects a workspace's data tables for ListDatatables.
+type DatatableFilter struct {
+	Workspace      string
+	ClusterID      string // "": any cluster
+	CredentialMode string // "": any mode
+}
+
+// String names the filters; a page token is bound to it (pkg/paging).
+func (f DatatableFilter) String() string {
+	return fmt.Sprintf("datatables workspace=%q cluster=%q mode=%q", f.Workspace, f.ClusterID, f.CredentialMode)
+}
+
+// ListDatatables reads at most limit of a workspace's data tables by name, those after the
+// name after ("": from the first).
+func (s *Store) ListDatatables(ctx context.Context, f DatatableFilter, after string, limit int) ([]Datatable, error) {
+	return collect(scanDatatable)(s.Pool.Query(ctx, `SELECT `+datatableCols+` FROM datatable
+WHERE workspace = $1 AND name > $2 AND ($3 = '' OR cluster_id = $3) AND ($4 = '' OR credential_mode = $4)
+ORDER BY name LIMIT $5`, f.Workspace, after, f.ClusterID, f.CredentialMode, limit))
 }
 
 // SetPermissions replaces default role and tenants. Role ids other than "admin" must be ready

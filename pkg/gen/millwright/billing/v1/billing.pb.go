@@ -1026,9 +1026,9 @@ func (x *ReportUsageResponse) GetReport() *UsageReport {
 // ListUsageReportsRequest pages through reports, newest first.
 type ListUsageReportsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most this many reports (1..500; 0 means 100).
+	// At most this many reports (1..500; 0 means 100; rule page_size).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of a previous answer; empty for the first page.
+	// next_page_token of a previous answer; empty for the first page (rule page_token).
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1133,6 +1133,98 @@ func (x *ListUsageReportsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetUsageReportRequest names the report.
+type GetUsageReportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report's id (positive; rule min).
+	Id            int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageReportRequest) Reset() {
+	*x = GetUsageReportRequest{}
+	mi := &file_millwright_billing_v1_billing_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageReportRequest) ProtoMessage() {}
+
+func (x *GetUsageReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_billing_v1_billing_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageReportRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageReportRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_billing_v1_billing_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetUsageReportRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// GetUsageReportResponse is the report.
+type GetUsageReportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report.
+	Report        *UsageReport `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageReportResponse) Reset() {
+	*x = GetUsageReportResponse{}
+	mi := &file_millwright_billing_v1_billing_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageReportResponse) ProtoMessage() {}
+
+func (x *GetUsageReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_billing_v1_billing_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageReportResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageReportResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_billing_v1_billing_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetUsageReportResponse) GetReport() *UsageReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
 var File_millwright_billing_v1_billing_proto protoreflect.FileDescriptor
 
 const file_millwright_billing_v1_billing_proto_rawDesc = "" +
@@ -1208,7 +1300,11 @@ const file_millwright_billing_v1_billing_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x80\x01\n" +
 	"\x18ListUsageReportsResponse\x12<\n" +
 	"\areports\x18\x01 \x03(\v2\".millwright.billing.v1.UsageReportR\areports\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xa6\a\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"'\n" +
+	"\x15GetUsageReportRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"T\n" +
+	"\x16GetUsageReportResponse\x12:\n" +
+	"\x06report\x18\x01 \x01(\v2\".millwright.billing.v1.UsageReportR\x06report2\xb8\b\n" +
 	"\x0eBillingService\x12\x82\x01\n" +
 	"\fGetSeatUsage\x12*.millwright.billing.v1.GetSeatUsageRequest\x1a+.millwright.billing.v1.GetSeatUsageResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/billing/seats\x12}\n" +
 	"\n" +
@@ -1216,7 +1312,8 @@ const file_millwright_billing_v1_billing_proto_rawDesc = "" +
 	"\fCheckSeatCap\x12*.millwright.billing.v1.CheckSeatCapRequest\x1a+.millwright.billing.v1.CheckSeatCapResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/billing/seats:check\x12\xe7\x01\n" +
 	"\x1eCheckSeatCapForOperatorBuilder\x12<.millwright.billing.v1.CheckSeatCapForOperatorBuilderRequest\x1a=.millwright.billing.v1.CheckSeatCapForOperatorBuilderResponse\"H\x82\xd3\xe4\x93\x02B:\x01*\"=/v1/billing/workspaces/{workspace}/seats:checkOperatorBuilder\x12\x84\x01\n" +
 	"\vReportUsage\x12).millwright.billing.v1.ReportUsageRequest\x1a*.millwright.billing.v1.ReportUsageResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/billing/reports\x12\x90\x01\n" +
-	"\x10ListUsageReports\x12..millwright.billing.v1.ListUsageReportsRequest\x1a/.millwright.billing.v1.ListUsageReportsResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/billing/reportsBJZHgithub.com/millwright/millwright/pkg/gen/millwright/billing/v1;billingv1b\x06proto3"
+	"\x10ListUsageReports\x12..millwright.billing.v1.ListUsageReportsRequest\x1a/.millwright.billing.v1.ListUsageReportsResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/billing/reports\x12\x8f\x01\n" +
+	"\x0eGetUsageReport\x12,.millwright.billing.v1.GetUsageReportRequest\x1a-.millwright.billing.v1.GetUsageReportResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/billing/reports/{id}BJZHgithub.com/millwright/millwright/pkg/gen/millwright/billing/v1;billingv1b\x06proto3"
 
 var (
 	file_millwright_billing_v1_billing_proto_rawDescOnce sync.Once
@@ -1230,7 +1327,7 @@ func file_millwright_billing_v1_billing_proto_rawDescGZIP() []byte {
 	return file_millwright_billing_v1_billing_proto_rawDescData
 }
 
-var file_millwright_billing_v1_billing_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_millwright_billing_v1_billing_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_millwright_billing_v1_billing_proto_goTypes = []any{
 	(*SeatUsage)(nil),                              // 0: millwright.billing.v1.SeatUsage
 	(*SeatWeights)(nil),                            // 1: millwright.billing.v1.SeatWeights
@@ -1249,7 +1346,9 @@ var file_millwright_billing_v1_billing_proto_goTypes = []any{
 	(*ReportUsageResponse)(nil),                    // 14: millwright.billing.v1.ReportUsageResponse
 	(*ListUsageReportsRequest)(nil),                // 15: millwright.billing.v1.ListUsageReportsRequest
 	(*ListUsageReportsResponse)(nil),               // 16: millwright.billing.v1.ListUsageReportsResponse
-	(*timestamppb.Timestamp)(nil),                  // 17: google.protobuf.Timestamp
+	(*GetUsageReportRequest)(nil),                  // 17: millwright.billing.v1.GetUsageReportRequest
+	(*GetUsageReportResponse)(nil),                 // 18: millwright.billing.v1.GetUsageReportResponse
+	(*timestamppb.Timestamp)(nil),                  // 19: google.protobuf.Timestamp
 }
 var file_millwright_billing_v1_billing_proto_depIdxs = []int32{
 	0,  // 0: millwright.billing.v1.GetSeatUsageResponse.usage:type_name -> millwright.billing.v1.SeatUsage
@@ -1260,28 +1359,31 @@ var file_millwright_billing_v1_billing_proto_depIdxs = []int32{
 	0,  // 5: millwright.billing.v1.CheckSeatCapResponse.after:type_name -> millwright.billing.v1.SeatUsage
 	0,  // 6: millwright.billing.v1.CheckSeatCapForOperatorBuilderResponse.before:type_name -> millwright.billing.v1.SeatUsage
 	0,  // 7: millwright.billing.v1.CheckSeatCapForOperatorBuilderResponse.after:type_name -> millwright.billing.v1.SeatUsage
-	17, // 8: millwright.billing.v1.UsageReport.taken_at:type_name -> google.protobuf.Timestamp
+	19, // 8: millwright.billing.v1.UsageReport.taken_at:type_name -> google.protobuf.Timestamp
 	0,  // 9: millwright.billing.v1.UsageReport.usage:type_name -> millwright.billing.v1.SeatUsage
 	1,  // 10: millwright.billing.v1.UsageReport.weights:type_name -> millwright.billing.v1.SeatWeights
 	12, // 11: millwright.billing.v1.ReportUsageResponse.report:type_name -> millwright.billing.v1.UsageReport
 	12, // 12: millwright.billing.v1.ListUsageReportsResponse.reports:type_name -> millwright.billing.v1.UsageReport
-	2,  // 13: millwright.billing.v1.BillingService.GetSeatUsage:input_type -> millwright.billing.v1.GetSeatUsageRequest
-	4,  // 14: millwright.billing.v1.BillingService.SetSeatCap:input_type -> millwright.billing.v1.SetSeatCapRequest
-	8,  // 15: millwright.billing.v1.BillingService.CheckSeatCap:input_type -> millwright.billing.v1.CheckSeatCapRequest
-	10, // 16: millwright.billing.v1.BillingService.CheckSeatCapForOperatorBuilder:input_type -> millwright.billing.v1.CheckSeatCapForOperatorBuilderRequest
-	13, // 17: millwright.billing.v1.BillingService.ReportUsage:input_type -> millwright.billing.v1.ReportUsageRequest
-	15, // 18: millwright.billing.v1.BillingService.ListUsageReports:input_type -> millwright.billing.v1.ListUsageReportsRequest
-	3,  // 19: millwright.billing.v1.BillingService.GetSeatUsage:output_type -> millwright.billing.v1.GetSeatUsageResponse
-	5,  // 20: millwright.billing.v1.BillingService.SetSeatCap:output_type -> millwright.billing.v1.SetSeatCapResponse
-	9,  // 21: millwright.billing.v1.BillingService.CheckSeatCap:output_type -> millwright.billing.v1.CheckSeatCapResponse
-	11, // 22: millwright.billing.v1.BillingService.CheckSeatCapForOperatorBuilder:output_type -> millwright.billing.v1.CheckSeatCapForOperatorBuilderResponse
-	14, // 23: millwright.billing.v1.BillingService.ReportUsage:output_type -> millwright.billing.v1.ReportUsageResponse
-	16, // 24: millwright.billing.v1.BillingService.ListUsageReports:output_type -> millwright.billing.v1.ListUsageReportsResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	12, // 13: millwright.billing.v1.GetUsageReportResponse.report:type_name -> millwright.billing.v1.UsageReport
+	2,  // 14: millwright.billing.v1.BillingService.GetSeatUsage:input_type -> millwright.billing.v1.GetSeatUsageRequest
+	4,  // 15: millwright.billing.v1.BillingService.SetSeatCap:input_type -> millwright.billing.v1.SetSeatCapRequest
+	8,  // 16: millwright.billing.v1.BillingService.CheckSeatCap:input_type -> millwright.billing.v1.CheckSeatCapRequest
+	10, // 17: millwright.billing.v1.BillingService.CheckSeatCapForOperatorBuilder:input_type -> millwright.billing.v1.CheckSeatCapForOperatorBuilderRequest
+	13, // 18: millwright.billing.v1.BillingService.ReportUsage:input_type -> millwright.billing.v1.ReportUsageRequest
+	15, // 19: millwright.billing.v1.BillingService.ListUsageReports:input_type -> millwright.billing.v1.ListUsageReportsRequest
+	17, // 20: millwright.billing.v1.BillingService.GetUsageReport:input_type -> millwright.billing.v1.GetUsageReportRequest
+	3,  // 21: millwright.billing.v1.BillingService.GetSeatUsage:output_type -> millwright.billing.v1.GetSeatUsageResponse
+	5,  // 22: millwright.billing.v1.BillingService.SetSeatCap:output_type -> millwright.billing.v1.SetSeatCapResponse
+	9,  // 23: millwright.billing.v1.BillingService.CheckSeatCap:output_type -> millwright.billing.v1.CheckSeatCapResponse
+	11, // 24: millwright.billing.v1.BillingService.CheckSeatCapForOperatorBuilder:output_type -> millwright.billing.v1.CheckSeatCapForOperatorBuilderResponse
+	14, // 25: millwright.billing.v1.BillingService.ReportUsage:output_type -> millwright.billing.v1.ReportUsageResponse
+	16, // 26: millwright.billing.v1.BillingService.ListUsageReports:output_type -> millwright.billing.v1.ListUsageReportsResponse
+	18, // 27: millwright.billing.v1.BillingService.GetUsageReport:output_type -> millwright.billing.v1.GetUsageReportResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_millwright_billing_v1_billing_proto_init() }
@@ -1299,7 +1401,7 @@ func file_millwright_billing_v1_billing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_billing_v1_billing_proto_rawDesc), len(file_millwright_billing_v1_billing_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	BillingService_CheckSeatCapForOperatorBuilder_FullMethodName = "/millwright.billing.v1.BillingService/CheckSeatCapForOperatorBuilder"
 	BillingService_ReportUsage_FullMethodName                    = "/millwright.billing.v1.BillingService/ReportUsage"
 	BillingService_ListUsageReports_FullMethodName               = "/millwright.billing.v1.BillingService/ListUsageReports"
+	BillingService_GetUsageReport_FullMethodName                 = "/millwright.billing.v1.BillingService/GetUsageReport"
 )
 
 // BillingServiceClient is the client API for BillingService service.
@@ -61,6 +62,8 @@ type BillingServiceClient interface {
 	ReportUsage(ctx context.Context, in *ReportUsageRequest, opts ...grpc.CallOption) (*ReportUsageResponse, error)
 	// ListUsageReports lists recorded usage reports, newest first.
 	ListUsageReports(ctx context.Context, in *ListUsageReportsRequest, opts ...grpc.CallOption) (*ListUsageReportsResponse, error)
+	// GetUsageReport reads one recorded usage report by id.
+	GetUsageReport(ctx context.Context, in *GetUsageReportRequest, opts ...grpc.CallOption) (*GetUsageReportResponse, error)
 }
 
 type billingServiceClient struct {
@@ -131,6 +134,16 @@ func (c *billingServiceClient) ListUsageReports(ctx context.Context, in *ListUsa
 	return out, nil
 }
 
+func (c *billingServiceClient) GetUsageReport(ctx context.Context, in *GetUsageReportRequest, opts ...grpc.CallOption) (*GetUsageReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageReportResponse)
+	err := c.cc.Invoke(ctx, BillingService_GetUsageReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BillingServiceServer is the server API for BillingService service.
 // All implementations must embed UnimplementedBillingServiceServer
 // for forward compatibility.
@@ -165,6 +178,8 @@ type BillingServiceServer interface {
 	ReportUsage(context.Context, *ReportUsageRequest) (*ReportUsageResponse, error)
 	// ListUsageReports lists recorded usage reports, newest first.
 	ListUsageReports(context.Context, *ListUsageReportsRequest) (*ListUsageReportsResponse, error)
+	// GetUsageReport reads one recorded usage report by id.
+	GetUsageReport(context.Context, *GetUsageReportRequest) (*GetUsageReportResponse, error)
 	mustEmbedUnimplementedBillingServiceServer()
 }
 
@@ -192,6 +207,9 @@ func (UnimplementedBillingServiceServer) ReportUsage(context.Context, *ReportUsa
 }
 func (UnimplementedBillingServiceServer) ListUsageReports(context.Context, *ListUsageReportsRequest) (*ListUsageReportsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListUsageReports not implemented")
+}
+func (UnimplementedBillingServiceServer) GetUsageReport(context.Context, *GetUsageReportRequest) (*GetUsageReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsageReport not implemented")
 }
 func (UnimplementedBillingServiceServer) mustEmbedUnimplementedBillingServiceServer() {}
 func (UnimplementedBillingServiceServer) testEmbeddedByValue()                        {}
@@ -322,6 +340,24 @@ func _BillingService_ListUsageReports_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BillingService_GetUsageReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BillingServiceServer).GetUsageReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BillingService_GetUsageReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BillingServiceServer).GetUsageReport(ctx, req.(*GetUsageReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BillingService_ServiceDesc is the grpc.ServiceDesc for BillingService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -352,6 +388,10 @@ var BillingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListUsageReports",
 			Handler:    _BillingService_ListUsageReports_Handler,
+		},
+		{
+			MethodName: "GetUsageReport",
+			Handler:    _BillingService_GetUsageReport_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -367,9 +367,15 @@ func (x *UpsertClusterResponse) GetCluster() *Cluster {
 	return nil
 }
 
-// ListClustersRequest has no parameters.
+// ListClustersRequest pages through the registered clusters. A request without page fields
+// answers the first page of the default size: every cluster, as before paging, as long as there
+// are at most 100 of them.
 type ListClustersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many clusters (1..500; 0 means 100; rule page_size).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer; empty for the first page (rule page_token).
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,11 +410,27 @@ func (*ListClustersRequest) Descriptor() ([]byte, []int) {
 	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{3}
 }
 
-// ListClustersResponse lists every registered cluster.
+func (x *ListClustersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListClustersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListClustersResponse is one page of clusters.
 type ListClustersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The clusters, by id.
-	Clusters      []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +472,105 @@ func (x *ListClustersResponse) GetClusters() []*Cluster {
 	return nil
 }
 
+func (x *ListClustersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetClusterRequest names the cluster.
+type GetClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster's id ([a-z0-9_-], 1-63 characters; required, rule cluster_id).
+	ClusterId     string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterRequest) Reset() {
+	*x = GetClusterRequest{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterRequest) ProtoMessage() {}
+
+func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetClusterRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+// GetClusterResponse is the cluster.
+type GetClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster as stored (never its password).
+	Cluster       *Cluster `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterResponse) Reset() {
+	*x = GetClusterResponse{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterResponse) ProtoMessage() {}
+
+func (x *GetClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterResponse.ProtoReflect.Descriptor instead.
+func (*GetClusterResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetClusterResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
 // Role is a catalog role.
 type Role struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -471,7 +592,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[5]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +604,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[5]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +617,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{5}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Role) GetRoleId() string {
@@ -554,7 +675,7 @@ type CreateRoleRequest struct {
 
 func (x *CreateRoleRequest) Reset() {
 	*x = CreateRoleRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[6]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +687,7 @@ func (x *CreateRoleRequest) String() string {
 func (*CreateRoleRequest) ProtoMessage() {}
 
 func (x *CreateRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[6]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +700,7 @@ func (x *CreateRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRoleRequest.ProtoReflect.Descriptor instead.
 func (*CreateRoleRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{6}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateRoleRequest) GetClusterId() string {
@@ -607,7 +728,7 @@ type CreateRoleResponse struct {
 
 func (x *CreateRoleResponse) Reset() {
 	*x = CreateRoleResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[7]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +740,7 @@ func (x *CreateRoleResponse) String() string {
 func (*CreateRoleResponse) ProtoMessage() {}
 
 func (x *CreateRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[7]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +753,7 @@ func (x *CreateRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRoleResponse.ProtoReflect.Descriptor instead.
 func (*CreateRoleResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{7}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateRoleResponse) GetRole() *Role {
@@ -657,7 +778,7 @@ type UpdateRoleRequest struct {
 
 func (x *UpdateRoleRequest) Reset() {
 	*x = UpdateRoleRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[8]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +790,7 @@ func (x *UpdateRoleRequest) String() string {
 func (*UpdateRoleRequest) ProtoMessage() {}
 
 func (x *UpdateRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[8]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +803,7 @@ func (x *UpdateRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRoleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRoleRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{8}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateRoleRequest) GetRoleId() string {
@@ -717,7 +838,7 @@ type UpdateRoleResponse struct {
 
 func (x *UpdateRoleResponse) Reset() {
 	*x = UpdateRoleResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[9]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +850,7 @@ func (x *UpdateRoleResponse) String() string {
 func (*UpdateRoleResponse) ProtoMessage() {}
 
 func (x *UpdateRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[9]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +863,7 @@ func (x *UpdateRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRoleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRoleResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{9}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateRoleResponse) GetRole() *Role {
@@ -763,7 +884,7 @@ type DeleteRoleRequest struct {
 
 func (x *DeleteRoleRequest) Reset() {
 	*x = DeleteRoleRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[10]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +896,7 @@ func (x *DeleteRoleRequest) String() string {
 func (*DeleteRoleRequest) ProtoMessage() {}
 
 func (x *DeleteRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[10]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +909,7 @@ func (x *DeleteRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRoleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRoleRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{10}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRoleRequest) GetRoleId() string {
@@ -807,7 +928,7 @@ type DeleteRoleResponse struct {
 
 func (x *DeleteRoleResponse) Reset() {
 	*x = DeleteRoleResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[11]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +940,7 @@ func (x *DeleteRoleResponse) String() string {
 func (*DeleteRoleResponse) ProtoMessage() {}
 
 func (x *DeleteRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[11]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,21 +953,33 @@ func (x *DeleteRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRoleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRoleResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{11}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{13}
 }
 
-// ListRolesRequest names the cluster.
+// ListRolesRequest names the cluster and the filters. A request without page fields or
+// filters answers the first page of the default size: every role of the cluster, as before
+// paging, as long as there are at most 100 of them.
 type ListRolesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The cluster whose catalog to list.
-	ClusterId     string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The cluster whose catalog to list (required, rule cluster_id; a cluster that is not
+	// registered has no roles: an empty list).
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// At most this many roles (1..500; 0 means 100; rule page_size).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page (rule
+	// page_token).
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the roles whose Role.enabled is this value; unset: every role.
+	Enabled *bool `protobuf:"varint,4,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	// Only the roles whose name starts with this (case-sensitive; at most 63 characters).
+	NamePrefix    string `protobuf:"bytes,5,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[12]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +991,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[12]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1004,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{12}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRolesRequest) GetClusterId() string {
@@ -881,18 +1014,48 @@ func (x *ListRolesRequest) GetClusterId() string {
 	return ""
 }
 
-// ListRolesResponse lists the cluster's roles.
+func (x *ListRolesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRolesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRolesRequest) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *ListRolesRequest) GetNamePrefix() string {
+	if x != nil {
+		return x.NamePrefix
+	}
+	return ""
+}
+
+// ListRolesResponse is one page of the cluster's roles.
 type ListRolesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The roles, by name.
-	Roles         []*Role `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	Roles []*Role `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[13]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1067,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[13]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,12 +1080,111 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{13}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListRolesResponse) GetRoles() []*Role {
 	if x != nil {
 		return x.Roles
+	}
+	return nil
+}
+
+func (x *ListRolesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetRoleRequest names the role.
+type GetRoleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The role's catalog id (a positive decimal; rule role_id).
+	RoleId        string `protobuf:"bytes,1,opt,name=role_id,json=roleId,proto3" json:"role_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoleRequest) Reset() {
+	*x = GetRoleRequest{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoleRequest) ProtoMessage() {}
+
+func (x *GetRoleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoleRequest.ProtoReflect.Descriptor instead.
+func (*GetRoleRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetRoleRequest) GetRoleId() string {
+	if x != nil {
+		return x.RoleId
+	}
+	return ""
+}
+
+// GetRoleResponse is the role.
+type GetRoleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The role as stored (never its password).
+	Role          *Role `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoleResponse) Reset() {
+	*x = GetRoleResponse{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoleResponse) ProtoMessage() {}
+
+func (x *GetRoleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoleResponse.ProtoReflect.Descriptor instead.
+func (*GetRoleResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetRoleResponse) GetRole() *Role {
+	if x != nil {
+		return x.Role
 	}
 	return nil
 }
@@ -936,7 +1198,7 @@ type SweepRequest struct {
 
 func (x *SweepRequest) Reset() {
 	*x = SweepRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[14]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1210,7 @@ func (x *SweepRequest) String() string {
 func (*SweepRequest) ProtoMessage() {}
 
 func (x *SweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[14]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1223,7 @@ func (x *SweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepRequest.ProtoReflect.Descriptor instead.
 func (*SweepRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{14}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{18}
 }
 
 // SweepResponse counts what the sweep did.
@@ -977,7 +1239,7 @@ type SweepResponse struct {
 
 func (x *SweepResponse) Reset() {
 	*x = SweepResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[15]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1251,7 @@ func (x *SweepResponse) String() string {
 func (*SweepResponse) ProtoMessage() {}
 
 func (x *SweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[15]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1264,7 @@ func (x *SweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResponse.ProtoReflect.Descriptor instead.
 func (*SweepResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{15}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SweepResponse) GetDropped() int64 {
@@ -1047,7 +1309,7 @@ type Datatable struct {
 
 func (x *Datatable) Reset() {
 	*x = Datatable{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[16]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1321,7 @@ func (x *Datatable) String() string {
 func (*Datatable) ProtoMessage() {}
 
 func (x *Datatable) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[16]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1334,7 @@ func (x *Datatable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Datatable.ProtoReflect.Descriptor instead.
 func (*Datatable) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{16}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Datatable) GetWorkspace() string {
@@ -1161,7 +1423,7 @@ type UpsertDatatableRequest struct {
 
 func (x *UpsertDatatableRequest) Reset() {
 	*x = UpsertDatatableRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[17]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1435,7 @@ func (x *UpsertDatatableRequest) String() string {
 func (*UpsertDatatableRequest) ProtoMessage() {}
 
 func (x *UpsertDatatableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[17]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1448,7 @@ func (x *UpsertDatatableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertDatatableRequest.ProtoReflect.Descriptor instead.
 func (*UpsertDatatableRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{17}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpsertDatatableRequest) GetWorkspace() string {
@@ -1263,7 +1525,7 @@ type UpsertDatatableResponse struct {
 
 func (x *UpsertDatatableResponse) Reset() {
 	*x = UpsertDatatableResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[18]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1537,7 @@ func (x *UpsertDatatableResponse) String() string {
 func (*UpsertDatatableResponse) ProtoMessage() {}
 
 func (x *UpsertDatatableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[18]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1550,7 @@ func (x *UpsertDatatableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertDatatableResponse.ProtoReflect.Descriptor instead.
 func (*UpsertDatatableResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{18}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpsertDatatableResponse) GetDatatable() *Datatable {
@@ -1309,7 +1571,7 @@ type Tenants struct {
 
 func (x *Tenants) Reset() {
 	*x = Tenants{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[19]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1583,7 @@ func (x *Tenants) String() string {
 func (*Tenants) ProtoMessage() {}
 
 func (x *Tenants) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[19]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1596,7 @@ func (x *Tenants) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenants.ProtoReflect.Descriptor instead.
 func (*Tenants) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{19}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Tenants) GetTenants() []string {
@@ -1363,7 +1625,7 @@ type SetPermissionsRequest struct {
 
 func (x *SetPermissionsRequest) Reset() {
 	*x = SetPermissionsRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[20]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1637,7 @@ func (x *SetPermissionsRequest) String() string {
 func (*SetPermissionsRequest) ProtoMessage() {}
 
 func (x *SetPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[20]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1650,7 @@ func (x *SetPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*SetPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{20}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetPermissionsRequest) GetWorkspace() string {
@@ -1432,7 +1694,7 @@ type SetPermissionsResponse struct {
 
 func (x *SetPermissionsResponse) Reset() {
 	*x = SetPermissionsResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[21]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1706,7 @@ func (x *SetPermissionsResponse) String() string {
 func (*SetPermissionsResponse) ProtoMessage() {}
 
 func (x *SetPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[21]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1719,7 @@ func (x *SetPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*SetPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{21}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetPermissionsResponse) GetDefaultRole() string {
@@ -1487,7 +1749,7 @@ type GetPermissionsRequest struct {
 
 func (x *GetPermissionsRequest) Reset() {
 	*x = GetPermissionsRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[22]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1761,7 @@ func (x *GetPermissionsRequest) String() string {
 func (*GetPermissionsRequest) ProtoMessage() {}
 
 func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[22]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1774,7 @@ func (x *GetPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{22}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetPermissionsRequest) GetWorkspace() string {
@@ -1543,7 +1805,7 @@ type GetPermissionsResponse struct {
 
 func (x *GetPermissionsResponse) Reset() {
 	*x = GetPermissionsResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[23]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1817,7 @@ func (x *GetPermissionsResponse) String() string {
 func (*GetPermissionsResponse) ProtoMessage() {}
 
 func (x *GetPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[23]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1830,7 @@ func (x *GetPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{23}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetPermissionsResponse) GetDefaultRole() string {
@@ -1583,6 +1845,245 @@ func (x *GetPermissionsResponse) GetRoles() map[string]*Tenants {
 		return x.Roles
 	}
 	return nil
+}
+
+// GetDatatableRequest names the data table.
+type GetDatatableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace: 1-50 characters of [a-z0-9_-], starting with a letter or digit (rule workspace).
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The data table's name: [A-Za-z0-9_-], 1-63 characters.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDatatableRequest) Reset() {
+	*x = GetDatatableRequest{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDatatableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDatatableRequest) ProtoMessage() {}
+
+func (x *GetDatatableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDatatableRequest.ProtoReflect.Descriptor instead.
+func (*GetDatatableRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetDatatableRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *GetDatatableRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetDatatableResponse is the data table.
+type GetDatatableResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data table as stored (never its admin password; its permissions: GetPermissions).
+	Datatable     *Datatable `protobuf:"bytes,1,opt,name=datatable,proto3" json:"datatable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDatatableResponse) Reset() {
+	*x = GetDatatableResponse{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDatatableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDatatableResponse) ProtoMessage() {}
+
+func (x *GetDatatableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDatatableResponse.ProtoReflect.Descriptor instead.
+func (*GetDatatableResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetDatatableResponse) GetDatatable() *Datatable {
+	if x != nil {
+		return x.Datatable
+	}
+	return nil
+}
+
+// ListDatatablesRequest names the workspace and the filters.
+type ListDatatablesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace: 1-50 characters of [a-z0-9_-], starting with a letter or digit (rule workspace).
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// At most this many data tables (1..500; 0 means 100; rule page_size).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous answer with the same filters; empty for the first page (rule
+	// page_token).
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the data tables on this cluster; empty: any cluster (rule cluster_id when set).
+	ClusterId string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Only the data tables in this credential mode; UNSPECIFIED: any mode.
+	CredentialMode CredentialMode `protobuf:"varint,5,opt,name=credential_mode,json=credentialMode,proto3,enum=millwright.roleset.v1.CredentialMode" json:"credential_mode,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListDatatablesRequest) Reset() {
+	*x = ListDatatablesRequest{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDatatablesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDatatablesRequest) ProtoMessage() {}
+
+func (x *ListDatatablesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDatatablesRequest.ProtoReflect.Descriptor instead.
+func (*ListDatatablesRequest) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListDatatablesRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListDatatablesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDatatablesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListDatatablesRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ListDatatablesRequest) GetCredentialMode() CredentialMode {
+	if x != nil {
+		return x.CredentialMode
+	}
+	return CredentialMode_CREDENTIAL_MODE_UNSPECIFIED
+}
+
+// ListDatatablesResponse is one page of the workspace's data tables.
+type ListDatatablesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The data tables, by name.
+	Datatables []*Datatable `protobuf:"bytes,1,rep,name=datatables,proto3" json:"datatables,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDatatablesResponse) Reset() {
+	*x = ListDatatablesResponse{}
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDatatablesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDatatablesResponse) ProtoMessage() {}
+
+func (x *ListDatatablesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDatatablesResponse.ProtoReflect.Descriptor instead.
+func (*ListDatatablesResponse) Descriptor() ([]byte, []int) {
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListDatatablesResponse) GetDatatables() []*Datatable {
+	if x != nil {
+		return x.Datatables
+	}
+	return nil
+}
+
+func (x *ListDatatablesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ResolveConnectionRequest carries either a reference or an agent worker's fields, never both.
@@ -1603,7 +2104,7 @@ type ResolveConnectionRequest struct {
 
 func (x *ResolveConnectionRequest) Reset() {
 	*x = ResolveConnectionRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[24]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2116,7 @@ func (x *ResolveConnectionRequest) String() string {
 func (*ResolveConnectionRequest) ProtoMessage() {}
 
 func (x *ResolveConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[24]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2129,7 @@ func (x *ResolveConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveConnectionRequest.ProtoReflect.Descriptor instead.
 func (*ResolveConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{24}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResolveConnectionRequest) GetReference() string {
@@ -1678,7 +2179,7 @@ type ResolveConnectionResponse struct {
 
 func (x *ResolveConnectionResponse) Reset() {
 	*x = ResolveConnectionResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[25]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +2191,7 @@ func (x *ResolveConnectionResponse) String() string {
 func (*ResolveConnectionResponse) ProtoMessage() {}
 
 func (x *ResolveConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[25]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +2204,7 @@ func (x *ResolveConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveConnectionResponse.ProtoReflect.Descriptor instead.
 func (*ResolveConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{25}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResolveConnectionResponse) GetHost() string {
@@ -1777,7 +2278,7 @@ type ExplainConnectionRequest struct {
 
 func (x *ExplainConnectionRequest) Reset() {
 	*x = ExplainConnectionRequest{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[26]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +2290,7 @@ func (x *ExplainConnectionRequest) String() string {
 func (*ExplainConnectionRequest) ProtoMessage() {}
 
 func (x *ExplainConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[26]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +2303,7 @@ func (x *ExplainConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainConnectionRequest.ProtoReflect.Descriptor instead.
 func (*ExplainConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{26}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExplainConnectionRequest) GetReference() string {
@@ -1843,7 +2344,7 @@ type TraceEntry struct {
 
 func (x *TraceEntry) Reset() {
 	*x = TraceEntry{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[27]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +2356,7 @@ func (x *TraceEntry) String() string {
 func (*TraceEntry) ProtoMessage() {}
 
 func (x *TraceEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[27]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +2369,7 @@ func (x *TraceEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceEntry.ProtoReflect.Descriptor instead.
 func (*TraceEntry) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{27}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TraceEntry) GetRole() string {
@@ -1924,7 +2425,7 @@ type ExplainConnectionResponse struct {
 
 func (x *ExplainConnectionResponse) Reset() {
 	*x = ExplainConnectionResponse{}
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[28]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2437,7 @@ func (x *ExplainConnectionResponse) String() string {
 func (*ExplainConnectionResponse) ProtoMessage() {}
 
 func (x *ExplainConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[28]
+	mi := &file_millwright_roleset_v1_roleset_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2450,7 @@ func (x *ExplainConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainConnectionResponse.ProtoReflect.Descriptor instead.
 func (*ExplainConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{28}
+	return file_millwright_roleset_v1_roleset_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExplainConnectionResponse) GetAllowed() bool {
@@ -2033,10 +2534,19 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"admin_user\x18\x05 \x01(\tR\tadminUser\x12*\n" +
 	"\x0eadmin_password\x18\x06 \x01(\tB\x03\x80\x01\x01R\radminPassword\"Q\n" +
 	"\x15UpsertClusterResponse\x128\n" +
-	"\acluster\x18\x01 \x01(\v2\x1e.millwright.roleset.v1.ClusterR\acluster\"\x15\n" +
-	"\x13ListClustersRequest\"R\n" +
+	"\acluster\x18\x01 \x01(\v2\x1e.millwright.roleset.v1.ClusterR\acluster\"Q\n" +
+	"\x13ListClustersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"z\n" +
 	"\x14ListClustersResponse\x12:\n" +
-	"\bclusters\x18\x01 \x03(\v2\x1e.millwright.roleset.v1.ClusterR\bclusters\"\xbb\x01\n" +
+	"\bclusters\x18\x01 \x03(\v2\x1e.millwright.roleset.v1.ClusterR\bclusters\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
+	"\x11GetClusterRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"N\n" +
+	"\x12GetClusterResponse\x128\n" +
+	"\acluster\x18\x01 \x01(\v2\x1e.millwright.roleset.v1.ClusterR\acluster\"\xbb\x01\n" +
 	"\x04Role\x12\x17\n" +
 	"\arole_id\x18\x01 \x01(\tR\x06roleId\x12\x1d\n" +
 	"\n" +
@@ -2063,12 +2573,25 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x04role\x18\x01 \x01(\v2\x1b.millwright.roleset.v1.RoleR\x04role\",\n" +
 	"\x11DeleteRoleRequest\x12\x17\n" +
 	"\arole_id\x18\x01 \x01(\tR\x06roleId\"\x14\n" +
-	"\x12DeleteRoleResponse\"1\n" +
+	"\x12DeleteRoleResponse\"\xb9\x01\n" +
 	"\x10ListRolesRequest\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"F\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1d\n" +
+	"\aenabled\x18\x04 \x01(\bH\x00R\aenabled\x88\x01\x01\x12\x1f\n" +
+	"\vname_prefix\x18\x05 \x01(\tR\n" +
+	"namePrefixB\n" +
+	"\n" +
+	"\b_enabled\"n\n" +
 	"\x11ListRolesResponse\x121\n" +
-	"\x05roles\x18\x01 \x03(\v2\x1b.millwright.roleset.v1.RoleR\x05roles\"\x0e\n" +
+	"\x05roles\x18\x01 \x03(\v2\x1b.millwright.roleset.v1.RoleR\x05roles\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
+	"\x0eGetRoleRequest\x12\x17\n" +
+	"\arole_id\x18\x01 \x01(\tR\x06roleId\"B\n" +
+	"\x0fGetRoleResponse\x12/\n" +
+	"\x04role\x18\x01 \x01(\v2\x1b.millwright.roleset.v1.RoleR\x04role\"\x0e\n" +
 	"\fSweepRequest\"C\n" +
 	"\rSweepResponse\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x03R\adropped\x12\x18\n" +
@@ -2126,7 +2649,25 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\n" +
 	"RolesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
-	"\x05value\x18\x02 \x01(\v2\x1e.millwright.roleset.v1.TenantsR\x05value:\x028\x01\"j\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.millwright.roleset.v1.TenantsR\x05value:\x028\x01\"G\n" +
+	"\x13GetDatatableRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
+	"\x14GetDatatableResponse\x12>\n" +
+	"\tdatatable\x18\x01 \x01(\v2 .millwright.roleset.v1.DatatableR\tdatatable\"\xe0\x01\n" +
+	"\x15ListDatatablesRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12N\n" +
+	"\x0fcredential_mode\x18\x05 \x01(\x0e2%.millwright.roleset.v1.CredentialModeR\x0ecredentialMode\"\x82\x01\n" +
+	"\x16ListDatatablesResponse\x12@\n" +
+	"\n" +
+	"datatables\x18\x01 \x03(\v2 .millwright.roleset.v1.DatatableR\n" +
+	"datatables\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"j\n" +
 	"\x18ResolveConnectionRequest\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x1c\n" +
 	"\tdatatable\x18\x02 \x01(\tR\tdatatable\x12\x12\n" +
@@ -2167,10 +2708,12 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"\x1bCONNECTION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONNECTION_KIND_ADMIN\x10\x01\x12\x18\n" +
 	"\x14CONNECTION_KIND_ROLE\x10\x02\x12\x1c\n" +
-	"\x18CONNECTION_KIND_ROLE_SET\x10\x032\xb3\x02\n" +
+	"\x18CONNECTION_KIND_ROLE_SET\x10\x032\xc2\x03\n" +
 	"\x0eClusterService\x12\x98\x01\n" +
 	"\rUpsertCluster\x12+.millwright.roleset.v1.UpsertClusterRequest\x1a,.millwright.roleset.v1.UpsertClusterResponse\",\x82\xd3\xe4\x93\x02&:\x01*\x1a!/v1/roleset/clusters/{cluster_id}\x12\x85\x01\n" +
-	"\fListClusters\x12*.millwright.roleset.v1.ListClustersRequest\x1a+.millwright.roleset.v1.ListClustersResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/roleset/clusters2\xbe\x05\n" +
+	"\fListClusters\x12*.millwright.roleset.v1.ListClustersRequest\x1a+.millwright.roleset.v1.ListClustersResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/roleset/clusters\x12\x8c\x01\n" +
+	"\n" +
+	"GetCluster\x12(.millwright.roleset.v1.GetClusterRequest\x1a).millwright.roleset.v1.GetClusterResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/roleset/clusters/{cluster_id}2\xbd\x06\n" +
 	"\vRoleService\x12\x95\x01\n" +
 	"\n" +
 	"CreateRole\x12(.millwright.roleset.v1.CreateRoleRequest\x1a).millwright.roleset.v1.CreateRoleResponse\"2\x82\xd3\xe4\x93\x02,:\x01*\"'/v1/roleset/clusters/{cluster_id}/roles\x12\x89\x01\n" +
@@ -2178,12 +2721,15 @@ const file_millwright_roleset_v1_roleset_proto_rawDesc = "" +
 	"UpdateRole\x12(.millwright.roleset.v1.UpdateRoleRequest\x1a).millwright.roleset.v1.UpdateRoleResponse\"&\x82\xd3\xe4\x93\x02 :\x01*2\x1b/v1/roleset/roles/{role_id}\x12\x86\x01\n" +
 	"\n" +
 	"DeleteRole\x12(.millwright.roleset.v1.DeleteRoleRequest\x1a).millwright.roleset.v1.DeleteRoleResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/roleset/roles/{role_id}\x12\x8f\x01\n" +
-	"\tListRoles\x12'.millwright.roleset.v1.ListRolesRequest\x1a(.millwright.roleset.v1.ListRolesResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/roleset/clusters/{cluster_id}/roles\x12p\n" +
-	"\x05Sweep\x12#.millwright.roleset.v1.SweepRequest\x1a$.millwright.roleset.v1.SweepResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/roleset/sweep2\xbd\x04\n" +
+	"\tListRoles\x12'.millwright.roleset.v1.ListRolesRequest\x1a(.millwright.roleset.v1.ListRolesResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/roleset/clusters/{cluster_id}/roles\x12}\n" +
+	"\aGetRole\x12%.millwright.roleset.v1.GetRoleRequest\x1a&.millwright.roleset.v1.GetRoleResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/roleset/roles/{role_id}\x12p\n" +
+	"\x05Sweep\x12#.millwright.roleset.v1.SweepRequest\x1a$.millwright.roleset.v1.SweepResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/roleset/sweep2\x8c\a\n" +
 	"\x10DatatableService\x12\xb1\x01\n" +
 	"\x0fUpsertDatatable\x12-.millwright.roleset.v1.UpsertDatatableRequest\x1a..millwright.roleset.v1.UpsertDatatableResponse\"?\x82\xd3\xe4\x93\x029:\x01*\x1a4/v1/roleset/workspaces/{workspace}/datatables/{name}\x12\xba\x01\n" +
 	"\x0eSetPermissions\x12,.millwright.roleset.v1.SetPermissionsRequest\x1a-.millwright.roleset.v1.SetPermissionsResponse\"K\x82\xd3\xe4\x93\x02E:\x01*\x1a@/v1/roleset/workspaces/{workspace}/datatables/{name}/permissions\x12\xb7\x01\n" +
-	"\x0eGetPermissions\x12,.millwright.roleset.v1.GetPermissionsRequest\x1a-.millwright.roleset.v1.GetPermissionsResponse\"H\x82\xd3\xe4\x93\x02B\x12@/v1/roleset/workspaces/{workspace}/datatables/{name}/permissions2\xdd\x02\n" +
+	"\x0eGetPermissions\x12,.millwright.roleset.v1.GetPermissionsRequest\x1a-.millwright.roleset.v1.GetPermissionsResponse\"H\x82\xd3\xe4\x93\x02B\x12@/v1/roleset/workspaces/{workspace}/datatables/{name}/permissions\x12\xa5\x01\n" +
+	"\fGetDatatable\x12*.millwright.roleset.v1.GetDatatableRequest\x1a+.millwright.roleset.v1.GetDatatableResponse\"<\x82\xd3\xe4\x93\x026\x124/v1/roleset/workspaces/{workspace}/datatables/{name}\x12\xa4\x01\n" +
+	"\x0eListDatatables\x12,.millwright.roleset.v1.ListDatatablesRequest\x1a-.millwright.roleset.v1.ListDatatablesResponse\"5\x82\xd3\xe4\x93\x02/\x12-/v1/roleset/workspaces/{workspace}/datatables2\xdd\x02\n" +
 	"\x11ConnectionService\x12\xa2\x01\n" +
 	"\x11ResolveConnection\x12/.millwright.roleset.v1.ResolveConnectionRequest\x1a0.millwright.roleset.v1.ResolveConnectionResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/roleset/connections:resolve\x12\xa2\x01\n" +
 	"\x11ExplainConnection\x12/.millwright.roleset.v1.ExplainConnectionRequest\x1a0.millwright.roleset.v1.ExplainConnectionResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/roleset/connections:explainBJZHgithub.com/millwright/millwright/pkg/gen/millwright/roleset/v1;rolesetv1b\x06proto3"
@@ -2201,7 +2747,7 @@ func file_millwright_roleset_v1_roleset_proto_rawDescGZIP() []byte {
 }
 
 var file_millwright_roleset_v1_roleset_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_millwright_roleset_v1_roleset_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_millwright_roleset_v1_roleset_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_millwright_roleset_v1_roleset_proto_goTypes = []any{
 	(CredentialMode)(0),               // 0: millwright.roleset.v1.CredentialMode
 	(ConnectionKind)(0),               // 1: millwright.roleset.v1.ConnectionKind
@@ -2210,87 +2756,108 @@ var file_millwright_roleset_v1_roleset_proto_goTypes = []any{
 	(*UpsertClusterResponse)(nil),     // 4: millwright.roleset.v1.UpsertClusterResponse
 	(*ListClustersRequest)(nil),       // 5: millwright.roleset.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),      // 6: millwright.roleset.v1.ListClustersResponse
-	(*Role)(nil),                      // 7: millwright.roleset.v1.Role
-	(*CreateRoleRequest)(nil),         // 8: millwright.roleset.v1.CreateRoleRequest
-	(*CreateRoleResponse)(nil),        // 9: millwright.roleset.v1.CreateRoleResponse
-	(*UpdateRoleRequest)(nil),         // 10: millwright.roleset.v1.UpdateRoleRequest
-	(*UpdateRoleResponse)(nil),        // 11: millwright.roleset.v1.UpdateRoleResponse
-	(*DeleteRoleRequest)(nil),         // 12: millwright.roleset.v1.DeleteRoleRequest
-	(*DeleteRoleResponse)(nil),        // 13: millwright.roleset.v1.DeleteRoleResponse
-	(*ListRolesRequest)(nil),          // 14: millwright.roleset.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),         // 15: millwright.roleset.v1.ListRolesResponse
-	(*SweepRequest)(nil),              // 16: millwright.roleset.v1.SweepRequest
-	(*SweepResponse)(nil),             // 17: millwright.roleset.v1.SweepResponse
-	(*Datatable)(nil),                 // 18: millwright.roleset.v1.Datatable
-	(*UpsertDatatableRequest)(nil),    // 19: millwright.roleset.v1.UpsertDatatableRequest
-	(*UpsertDatatableResponse)(nil),   // 20: millwright.roleset.v1.UpsertDatatableResponse
-	(*Tenants)(nil),                   // 21: millwright.roleset.v1.Tenants
-	(*SetPermissionsRequest)(nil),     // 22: millwright.roleset.v1.SetPermissionsRequest
-	(*SetPermissionsResponse)(nil),    // 23: millwright.roleset.v1.SetPermissionsResponse
-	(*GetPermissionsRequest)(nil),     // 24: millwright.roleset.v1.GetPermissionsRequest
-	(*GetPermissionsResponse)(nil),    // 25: millwright.roleset.v1.GetPermissionsResponse
-	(*ResolveConnectionRequest)(nil),  // 26: millwright.roleset.v1.ResolveConnectionRequest
-	(*ResolveConnectionResponse)(nil), // 27: millwright.roleset.v1.ResolveConnectionResponse
-	(*ExplainConnectionRequest)(nil),  // 28: millwright.roleset.v1.ExplainConnectionRequest
-	(*TraceEntry)(nil),                // 29: millwright.roleset.v1.TraceEntry
-	(*ExplainConnectionResponse)(nil), // 30: millwright.roleset.v1.ExplainConnectionResponse
-	nil,                               // 31: millwright.roleset.v1.SetPermissionsRequest.RolesEntry
-	nil,                               // 32: millwright.roleset.v1.SetPermissionsResponse.RolesEntry
-	nil,                               // 33: millwright.roleset.v1.GetPermissionsResponse.RolesEntry
-	(*timestamppb.Timestamp)(nil),     // 34: google.protobuf.Timestamp
-	(v1.ErrorReason)(0),               // 35: millwright.common.v1.ErrorReason
+	(*GetClusterRequest)(nil),         // 7: millwright.roleset.v1.GetClusterRequest
+	(*GetClusterResponse)(nil),        // 8: millwright.roleset.v1.GetClusterResponse
+	(*Role)(nil),                      // 9: millwright.roleset.v1.Role
+	(*CreateRoleRequest)(nil),         // 10: millwright.roleset.v1.CreateRoleRequest
+	(*CreateRoleResponse)(nil),        // 11: millwright.roleset.v1.CreateRoleResponse
+	(*UpdateRoleRequest)(nil),         // 12: millwright.roleset.v1.UpdateRoleRequest
+	(*UpdateRoleResponse)(nil),        // 13: millwright.roleset.v1.UpdateRoleResponse
+	(*DeleteRoleRequest)(nil),         // 14: millwright.roleset.v1.DeleteRoleRequest
+	(*DeleteRoleResponse)(nil),        // 15: millwright.roleset.v1.DeleteRoleResponse
+	(*ListRolesRequest)(nil),          // 16: millwright.roleset.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),         // 17: millwright.roleset.v1.ListRolesResponse
+	(*GetRoleRequest)(nil),            // 18: millwright.roleset.v1.GetRoleRequest
+	(*GetRoleResponse)(nil),           // 19: millwright.roleset.v1.GetRoleResponse
+	(*SweepRequest)(nil),              // 20: millwright.roleset.v1.SweepRequest
+	(*SweepResponse)(nil),             // 21: millwright.roleset.v1.SweepResponse
+	(*Datatable)(nil),                 // 22: millwright.roleset.v1.Datatable
+	(*UpsertDatatableRequest)(nil),    // 23: millwright.roleset.v1.UpsertDatatableRequest
+	(*UpsertDatatableResponse)(nil),   // 24: millwright.roleset.v1.UpsertDatatableResponse
+	(*Tenants)(nil),                   // 25: millwright.roleset.v1.Tenants
+	(*SetPermissionsRequest)(nil),     // 26: millwright.roleset.v1.SetPermissionsRequest
+	(*SetPermissionsResponse)(nil),    // 27: millwright.roleset.v1.SetPermissionsResponse
+	(*GetPermissionsRequest)(nil),     // 28: millwright.roleset.v1.GetPermissionsRequest
+	(*GetPermissionsResponse)(nil),    // 29: millwright.roleset.v1.GetPermissionsResponse
+	(*GetDatatableRequest)(nil),       // 30: millwright.roleset.v1.GetDatatableRequest
+	(*GetDatatableResponse)(nil),      // 31: millwright.roleset.v1.GetDatatableResponse
+	(*ListDatatablesRequest)(nil),     // 32: millwright.roleset.v1.ListDatatablesRequest
+	(*ListDatatablesResponse)(nil),    // 33: millwright.roleset.v1.ListDatatablesResponse
+	(*ResolveConnectionRequest)(nil),  // 34: millwright.roleset.v1.ResolveConnectionRequest
+	(*ResolveConnectionResponse)(nil), // 35: millwright.roleset.v1.ResolveConnectionResponse
+	(*ExplainConnectionRequest)(nil),  // 36: millwright.roleset.v1.ExplainConnectionRequest
+	(*TraceEntry)(nil),                // 37: millwright.roleset.v1.TraceEntry
+	(*ExplainConnectionResponse)(nil), // 38: millwright.roleset.v1.ExplainConnectionResponse
+	nil,                               // 39: millwright.roleset.v1.SetPermissionsRequest.RolesEntry
+	nil,                               // 40: millwright.roleset.v1.SetPermissionsResponse.RolesEntry
+	nil,                               // 41: millwright.roleset.v1.GetPermissionsResponse.RolesEntry
+	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
+	(v1.ErrorReason)(0),               // 43: millwright.common.v1.ErrorReason
 }
 var file_millwright_roleset_v1_roleset_proto_depIdxs = []int32{
-	34, // 0: millwright.roleset.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
+	42, // 0: millwright.roleset.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
 	2,  // 1: millwright.roleset.v1.UpsertClusterResponse.cluster:type_name -> millwright.roleset.v1.Cluster
 	2,  // 2: millwright.roleset.v1.ListClustersResponse.clusters:type_name -> millwright.roleset.v1.Cluster
-	34, // 3: millwright.roleset.v1.Role.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 4: millwright.roleset.v1.CreateRoleResponse.role:type_name -> millwright.roleset.v1.Role
-	7,  // 5: millwright.roleset.v1.UpdateRoleResponse.role:type_name -> millwright.roleset.v1.Role
-	7,  // 6: millwright.roleset.v1.ListRolesResponse.roles:type_name -> millwright.roleset.v1.Role
-	0,  // 7: millwright.roleset.v1.Datatable.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
-	0,  // 8: millwright.roleset.v1.UpsertDatatableRequest.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
-	18, // 9: millwright.roleset.v1.UpsertDatatableResponse.datatable:type_name -> millwright.roleset.v1.Datatable
-	31, // 10: millwright.roleset.v1.SetPermissionsRequest.roles:type_name -> millwright.roleset.v1.SetPermissionsRequest.RolesEntry
-	32, // 11: millwright.roleset.v1.SetPermissionsResponse.roles:type_name -> millwright.roleset.v1.SetPermissionsResponse.RolesEntry
-	33, // 12: millwright.roleset.v1.GetPermissionsResponse.roles:type_name -> millwright.roleset.v1.GetPermissionsResponse.RolesEntry
-	1,  // 13: millwright.roleset.v1.ResolveConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
-	0,  // 14: millwright.roleset.v1.ResolveConnectionResponse.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
-	35, // 15: millwright.roleset.v1.ExplainConnectionResponse.reason:type_name -> millwright.common.v1.ErrorReason
-	1,  // 16: millwright.roleset.v1.ExplainConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
-	29, // 17: millwright.roleset.v1.ExplainConnectionResponse.trace:type_name -> millwright.roleset.v1.TraceEntry
-	21, // 18: millwright.roleset.v1.SetPermissionsRequest.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
-	21, // 19: millwright.roleset.v1.SetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
-	21, // 20: millwright.roleset.v1.GetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
-	3,  // 21: millwright.roleset.v1.ClusterService.UpsertCluster:input_type -> millwright.roleset.v1.UpsertClusterRequest
-	5,  // 22: millwright.roleset.v1.ClusterService.ListClusters:input_type -> millwright.roleset.v1.ListClustersRequest
-	8,  // 23: millwright.roleset.v1.RoleService.CreateRole:input_type -> millwright.roleset.v1.CreateRoleRequest
-	10, // 24: millwright.roleset.v1.RoleService.UpdateRole:input_type -> millwright.roleset.v1.UpdateRoleRequest
-	12, // 25: millwright.roleset.v1.RoleService.DeleteRole:input_type -> millwright.roleset.v1.DeleteRoleRequest
-	14, // 26: millwright.roleset.v1.RoleService.ListRoles:input_type -> millwright.roleset.v1.ListRolesRequest
-	16, // 27: millwright.roleset.v1.RoleService.Sweep:input_type -> millwright.roleset.v1.SweepRequest
-	19, // 28: millwright.roleset.v1.DatatableService.UpsertDatatable:input_type -> millwright.roleset.v1.UpsertDatatableRequest
-	22, // 29: millwright.roleset.v1.DatatableService.SetPermissions:input_type -> millwright.roleset.v1.SetPermissionsRequest
-	24, // 30: millwright.roleset.v1.DatatableService.GetPermissions:input_type -> millwright.roleset.v1.GetPermissionsRequest
-	26, // 31: millwright.roleset.v1.ConnectionService.ResolveConnection:input_type -> millwright.roleset.v1.ResolveConnectionRequest
-	28, // 32: millwright.roleset.v1.ConnectionService.ExplainConnection:input_type -> millwright.roleset.v1.ExplainConnectionRequest
-	4,  // 33: millwright.roleset.v1.ClusterService.UpsertCluster:output_type -> millwright.roleset.v1.UpsertClusterResponse
-	6,  // 34: millwright.roleset.v1.ClusterService.ListClusters:output_type -> millwright.roleset.v1.ListClustersResponse
-	9,  // 35: millwright.roleset.v1.RoleService.CreateRole:output_type -> millwright.roleset.v1.CreateRoleResponse
-	11, // 36: millwright.roleset.v1.RoleService.UpdateRole:output_type -> millwright.roleset.v1.UpdateRoleResponse
-	13, // 37: millwright.roleset.v1.RoleService.DeleteRole:output_type -> millwright.roleset.v1.DeleteRoleResponse
-	15, // 38: millwright.roleset.v1.RoleService.ListRoles:output_type -> millwright.roleset.v1.ListRolesResponse
-	17, // 39: millwright.roleset.v1.RoleService.Sweep:output_type -> millwright.roleset.v1.SweepResponse
-	20, // 40: millwright.roleset.v1.DatatableService.UpsertDatatable:output_type -> millwright.roleset.v1.UpsertDatatableResponse
-	23, // 41: millwright.roleset.v1.DatatableService.SetPermissions:output_type -> millwright.roleset.v1.SetPermissionsResponse
-	25, // 42: millwright.roleset.v1.DatatableService.GetPermissions:output_type -> millwright.roleset.v1.GetPermissionsResponse
-	27, // 43: millwright.roleset.v1.ConnectionService.ResolveConnection:output_type -> millwright.roleset.v1.ResolveConnectionResponse
-	30, // 44: millwright.roleset.v1.ConnectionService.ExplainConnection:output_type -> millwright.roleset.v1.ExplainConnectionResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	2,  // 3: millwright.roleset.v1.GetClusterResponse.cluster:type_name -> millwright.roleset.v1.Cluster
+	42, // 4: millwright.roleset.v1.Role.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 5: millwright.roleset.v1.CreateRoleResponse.role:type_name -> millwright.roleset.v1.Role
+	9,  // 6: millwright.roleset.v1.UpdateRoleResponse.role:type_name -> millwright.roleset.v1.Role
+	9,  // 7: millwright.roleset.v1.ListRolesResponse.roles:type_name -> millwright.roleset.v1.Role
+	9,  // 8: millwright.roleset.v1.GetRoleResponse.role:type_name -> millwright.roleset.v1.Role
+	0,  // 9: millwright.roleset.v1.Datatable.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	0,  // 10: millwright.roleset.v1.UpsertDatatableRequest.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	22, // 11: millwright.roleset.v1.UpsertDatatableResponse.datatable:type_name -> millwright.roleset.v1.Datatable
+	39, // 12: millwright.roleset.v1.SetPermissionsRequest.roles:type_name -> millwright.roleset.v1.SetPermissionsRequest.RolesEntry
+	40, // 13: millwright.roleset.v1.SetPermissionsResponse.roles:type_name -> millwright.roleset.v1.SetPermissionsResponse.RolesEntry
+	41, // 14: millwright.roleset.v1.GetPermissionsResponse.roles:type_name -> millwright.roleset.v1.GetPermissionsResponse.RolesEntry
+	22, // 15: millwright.roleset.v1.GetDatatableResponse.datatable:type_name -> millwright.roleset.v1.Datatable
+	0,  // 16: millwright.roleset.v1.ListDatatablesRequest.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	22, // 17: millwright.roleset.v1.ListDatatablesResponse.datatables:type_name -> millwright.roleset.v1.Datatable
+	1,  // 18: millwright.roleset.v1.ResolveConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
+	0,  // 19: millwright.roleset.v1.ResolveConnectionResponse.credential_mode:type_name -> millwright.roleset.v1.CredentialMode
+	43, // 20: millwright.roleset.v1.ExplainConnectionResponse.reason:type_name -> millwright.common.v1.ErrorReason
+	1,  // 21: millwright.roleset.v1.ExplainConnectionResponse.kind:type_name -> millwright.roleset.v1.ConnectionKind
+	37, // 22: millwright.roleset.v1.ExplainConnectionResponse.trace:type_name -> millwright.roleset.v1.TraceEntry
+	25, // 23: millwright.roleset.v1.SetPermissionsRequest.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
+	25, // 24: millwright.roleset.v1.SetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
+	25, // 25: millwright.roleset.v1.GetPermissionsResponse.RolesEntry.value:type_name -> millwright.roleset.v1.Tenants
+	3,  // 26: millwright.roleset.v1.ClusterService.UpsertCluster:input_type -> millwright.roleset.v1.UpsertClusterRequest
+	5,  // 27: millwright.roleset.v1.ClusterService.ListClusters:input_type -> millwright.roleset.v1.ListClustersRequest
+	7,  // 28: millwright.roleset.v1.ClusterService.GetCluster:input_type -> millwright.roleset.v1.GetClusterRequest
+	10, // 29: millwright.roleset.v1.RoleService.CreateRole:input_type -> millwright.roleset.v1.CreateRoleRequest
+	12, // 30: millwright.roleset.v1.RoleService.UpdateRole:input_type -> millwright.roleset.v1.UpdateRoleRequest
+	14, // 31: millwright.roleset.v1.RoleService.DeleteRole:input_type -> millwright.roleset.v1.DeleteRoleRequest
+	16, // 32: millwright.roleset.v1.RoleService.ListRoles:input_type -> millwright.roleset.v1.ListRolesRequest
+	18, // 33: millwright.roleset.v1.RoleService.GetRole:input_type -> millwright.roleset.v1.GetRoleRequest
+	20, // 34: millwright.roleset.v1.RoleService.Sweep:input_type -> millwright.roleset.v1.SweepRequest
+	23, // 35: millwright.roleset.v1.DatatableService.UpsertDatatable:input_type -> millwright.roleset.v1.UpsertDatatableRequest
+	26, // 36: millwright.roleset.v1.DatatableService.SetPermissions:input_type -> millwright.roleset.v1.SetPermissionsRequest
+	28, // 37: millwright.roleset.v1.DatatableService.GetPermissions:input_type -> millwright.roleset.v1.GetPermissionsRequest
+	30, // 38: millwright.roleset.v1.DatatableService.GetDatatable:input_type -> millwright.roleset.v1.GetDatatableRequest
+	32, // 39: millwright.roleset.v1.DatatableService.ListDatatables:input_type -> millwright.roleset.v1.ListDatatablesRequest
+	34, // 40: millwright.roleset.v1.ConnectionService.ResolveConnection:input_type -> millwright.roleset.v1.ResolveConnectionRequest
+	36, // 41: millwright.roleset.v1.ConnectionService.ExplainConnection:input_type -> millwright.roleset.v1.ExplainConnectionRequest
+	4,  // 42: millwright.roleset.v1.ClusterService.UpsertCluster:output_type -> millwright.roleset.v1.UpsertClusterResponse
+	6,  // 43: millwright.roleset.v1.ClusterService.ListClusters:output_type -> millwright.roleset.v1.ListClustersResponse
+	8,  // 44: millwright.roleset.v1.ClusterService.GetCluster:output_type -> millwright.roleset.v1.GetClusterResponse
+	11, // 45: millwright.roleset.v1.RoleService.CreateRole:output_type -> millwright.roleset.v1.CreateRoleResponse
+	13, // 46: millwright.roleset.v1.RoleService.UpdateRole:output_type -> millwright.roleset.v1.UpdateRoleResponse
+	15, // 47: millwright.roleset.v1.RoleService.DeleteRole:output_type -> millwright.roleset.v1.DeleteRoleResponse
+	17, // 48: millwright.roleset.v1.RoleService.ListRoles:output_type -> millwright.roleset.v1.ListRolesResponse
+	19, // 49: millwright.roleset.v1.RoleService.GetRole:output_type -> millwright.roleset.v1.GetRoleResponse
+	21, // 50: millwright.roleset.v1.RoleService.Sweep:output_type -> millwright.roleset.v1.SweepResponse
+	24, // 51: millwright.roleset.v1.DatatableService.UpsertDatatable:output_type -> millwright.roleset.v1.UpsertDatatableResponse
+	27, // 52: millwright.roleset.v1.DatatableService.SetPermissions:output_type -> millwright.roleset.v1.SetPermissionsResponse
+	29, // 53: millwright.roleset.v1.DatatableService.GetPermissions:output_type -> millwright.roleset.v1.GetPermissionsResponse
+	31, // 54: millwright.roleset.v1.DatatableService.GetDatatable:output_type -> millwright.roleset.v1.GetDatatableResponse
+	33, // 55: millwright.roleset.v1.DatatableService.ListDatatables:output_type -> millwright.roleset.v1.ListDatatablesResponse
+	35, // 56: millwright.roleset.v1.ConnectionService.ResolveConnection:output_type -> millwright.roleset.v1.ResolveConnectionResponse
+	38, // 57: millwright.roleset.v1.ConnectionService.ExplainConnection:output_type -> millwright.roleset.v1.ExplainConnectionResponse
+	42, // [42:58] is the sub-list for method output_type
+	26, // [26:42] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_millwright_roleset_v1_roleset_proto_init() }
@@ -2298,15 +2865,16 @@ func file_millwright_roleset_v1_roleset_proto_init() {
 	if File_millwright_roleset_v1_roleset_proto != nil {
 		return
 	}
-	file_millwright_roleset_v1_roleset_proto_msgTypes[8].OneofWrappers = []any{}
-	file_millwright_roleset_v1_roleset_proto_msgTypes[17].OneofWrappers = []any{}
+	file_millwright_roleset_v1_roleset_proto_msgTypes[10].OneofWrappers = []any{}
+	file_millwright_roleset_v1_roleset_proto_msgTypes[14].OneofWrappers = []any{}
+	file_millwright_roleset_v1_roleset_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_millwright_roleset_v1_roleset_proto_rawDesc), len(file_millwright_roleset_v1_roleset_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ClusterService_UpsertCluster_FullMethodName = "/millwright.roleset.v1.ClusterService/UpsertCluster"
 	ClusterService_ListClusters_FullMethodName  = "/millwright.roleset.v1.ClusterService/ListClusters"
+	ClusterService_GetCluster_FullMethodName    = "/millwright.roleset.v1.ClusterService/GetCluster"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -33,8 +34,11 @@ const (
 type ClusterServiceClient interface {
 	// UpsertCluster registers a cluster or replaces its address and admin credentials.
 	UpsertCluster(ctx context.Context, in *UpsertClusterRequest, opts ...grpc.CallOption) (*UpsertClusterResponse, error)
-	// ListClusters lists the registered clusters (never their passwords).
+	// ListClusters lists the registered clusters (never their passwords), by id, one page at a
+	// time (docs/conventions.md, "Read-back").
 	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
+	// GetCluster reads one registered cluster (never its password).
+	GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -65,6 +69,16 @@ func (c *clusterServiceClient) ListClusters(ctx context.Context, in *ListCluster
 	return out, nil
 }
 
+func (c *clusterServiceClient) GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetClusterResponse)
+	err := c.cc.Invoke(ctx, ClusterService_GetCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -75,8 +89,11 @@ func (c *clusterServiceClient) ListClusters(ctx context.Context, in *ListCluster
 type ClusterServiceServer interface {
 	// UpsertCluster registers a cluster or replaces its address and admin credentials.
 	UpsertCluster(context.Context, *UpsertClusterRequest) (*UpsertClusterResponse, error)
-	// ListClusters lists the registered clusters (never their passwords).
+	// ListClusters lists the registered clusters (never their passwords), by id, one page at a
+	// time (docs/conventions.md, "Read-back").
 	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
+	// GetCluster reads one registered cluster (never its password).
+	GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -92,6 +109,9 @@ func (UnimplementedClusterServiceServer) UpsertCluster(context.Context, *UpsertC
 }
 func (UnimplementedClusterServiceServer) ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListClusters not implemented")
+}
+func (UnimplementedClusterServiceServer) GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCluster not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -150,6 +170,24 @@ func _ClusterService_ListClusters_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_GetCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).GetCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_GetCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).GetCluster(ctx, req.(*GetClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -165,6 +203,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListClusters",
 			Handler:    _ClusterService_ListClusters_Handler,
 		},
+		{
+			MethodName: "GetCluster",
+			Handler:    _ClusterService_GetCluster_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "millwright/roleset/v1/roleset.proto",
@@ -175,6 +217,7 @@ const (
 	RoleService_UpdateRole_FullMethodName = "/millwright.roleset.v1.RoleService/UpdateRole"
 	RoleService_DeleteRole_FullMethodName = "/millwright.roleset.v1.RoleService/DeleteRole"
 	RoleService_ListRoles_FullMethodName  = "/millwright.roleset.v1.RoleService/ListRoles"
+	RoleService_GetRole_FullMethodName    = "/millwright.roleset.v1.RoleService/GetRole"
 	RoleService_Sweep_FullMethodName      = "/millwright.roleset.v1.RoleService/Sweep"
 )
 
@@ -188,7 +231,9 @@ const (
 type RoleServiceClient interface {
 	// CreateRole creates a LOGIN role with its own random password on the cluster and records it.
 	// The name must be safe to interpolate and not reserved (wm_set_*, admin, postgres, public,
-	// pg_*, the viewer sentinel).
+	// pg_*, the viewer sentinel). A name already taken answers ALREADY_EXISTS with ErrorInfo
+	// metadata kind "role" and existing = the catalog role's id (read it back with GetRole), or
+	// existing "" when the name is held on the cluster by a role that is not in the catalog.
 	CreateRole(ctx context.Context, in *CreateRoleRequest, opts ...grpc.CallOption) (*CreateRoleResponse, error)
 	// UpdateRole enables, disables or renames a role. Disabling makes the role's own login
 	// NOLOGIN, ends its sessions and retires every role-set login holding it. A rename retires
@@ -197,8 +242,13 @@ type RoleServiceClient interface {
 	// DeleteRole retires every role-set login holding the role, ends the role's sessions, drops
 	// it on the cluster and forgets it in every data table's permissions.
 	DeleteRole(ctx context.Context, in *DeleteRoleRequest, opts ...grpc.CallOption) (*DeleteRoleResponse, error)
-	// ListRoles lists a cluster's catalog roles (never their passwords).
+	// ListRoles lists a cluster's catalog roles (never their passwords), by name, one page at a
+	// time, optionally only the enabled (or disabled) ones and those whose name starts with a
+	// prefix.
 	ListRoles(ctx context.Context, in *ListRolesRequest, opts ...grpc.CallOption) (*ListRolesResponse, error)
+	// GetRole reads one catalog role by id (never its password): what a CreateRole answered
+	// ALREADY_EXISTS names in its ErrorInfo metadata "existing".
+	GetRole(ctx context.Context, in *GetRoleRequest, opts ...grpc.CallOption) (*GetRoleResponse, error)
 	// Sweep runs the unused-login sweep now (it also runs from every replica's monitor loop):
 	// drops this instance's role-set logins unused for 30 days and finishes interrupted retires.
 	Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (*SweepResponse, error)
@@ -252,6 +302,16 @@ func (c *roleServiceClient) ListRoles(ctx context.Context, in *ListRolesRequest,
 	return out, nil
 }
 
+func (c *roleServiceClient) GetRole(ctx context.Context, in *GetRoleRequest, opts ...grpc.CallOption) (*GetRoleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRoleResponse)
+	err := c.cc.Invoke(ctx, RoleService_GetRole_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *roleServiceClient) Sweep(ctx context.Context, in *SweepRequest, opts ...grpc.CallOption) (*SweepResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SweepResponse)
@@ -272,7 +332,9 @@ func (c *roleServiceClient) Sweep(ctx context.Context, in *SweepRequest, opts ..
 type RoleServiceServer interface {
 	// CreateRole creates a LOGIN role with its own random password on the cluster and records it.
 	// The name must be safe to interpolate and not reserved (wm_set_*, admin, postgres, public,
-	// pg_*, the viewer sentinel).
+	// pg_*, the viewer sentinel). A name already taken answers ALREADY_EXISTS with ErrorInfo
+	// metadata kind "role" and existing = the catalog role's id (read it back with GetRole), or
+	// existing "" when the name is held on the cluster by a role that is not in the catalog.
 	CreateRole(context.Context, *CreateRoleRequest) (*CreateRoleResponse, error)
 	// UpdateRole enables, disables or renames a role. Disabling makes the role's own login
 	// NOLOGIN, ends its sessions and retires every role-set login holding it. A rename retires
@@ -281,8 +343,13 @@ type RoleServiceServer interface {
 	// DeleteRole retires every role-set login holding the role, ends the role's sessions, drops
 	// it on the cluster and forgets it in every data table's permissions.
 	DeleteRole(context.Context, *DeleteRoleRequest) (*DeleteRoleResponse, error)
-	// ListRoles lists a cluster's catalog roles (never their passwords).
+	// ListRoles lists a cluster's catalog roles (never their passwords), by name, one page at a
+	// time, optionally only the enabled (or disabled) ones and those whose name starts with a
+	// prefix.
 	ListRoles(context.Context, *ListRolesRequest) (*ListRolesResponse, error)
+	// GetRole reads one catalog role by id (never its password): what a CreateRole answered
+	// ALREADY_EXISTS names in its ErrorInfo metadata "existing".
+	GetRole(context.Context, *GetRoleRequest) (*GetRoleResponse, error)
 	// Sweep runs the unused-login sweep now (it also runs from every replica's monitor loop):
 	// drops this instance's role-set logins unused for 30 days and finishes interrupted retires.
 	Sweep(context.Context, *SweepRequest) (*SweepResponse, error)
@@ -307,6 +374,9 @@ func (UnimplementedRoleServiceServer) DeleteRole(context.Context, *DeleteRoleReq
 }
 func (UnimplementedRoleServiceServer) ListRoles(context.Context, *ListRolesRequest) (*ListRolesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRoles not implemented")
+}
+func (UnimplementedRoleServiceServer) GetRole(context.Context, *GetRoleRequest) (*GetRoleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRole not implemented")
 }
 func (UnimplementedRoleServiceServer) Sweep(context.Context, *SweepRequest) (*SweepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sweep not implemented")
@@ -404,6 +474,24 @@ func _RoleService_ListRoles_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoleService_GetRole_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRoleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoleServiceServer).GetRole(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoleService_GetRole_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoleServiceServer).GetRole(ctx, req.(*GetRoleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RoleService_Sweep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SweepRequest)
 	if err := dec(in); err != nil {
@@ -446,6 +534,10 @@ var RoleService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RoleService_ListRoles_Handler,
 		},
 		{
+			MethodName: "GetRole",
+			Handler:    _RoleService_GetRole_Handler,
+		},
+		{
 			MethodName: "Sweep",
 			Handler:    _RoleService_Sweep_Handler,
 		},
@@ -458,6 +550,8 @@ const (
 	DatatableService_UpsertDatatable_FullMethodName = "/millwright.roleset.v1.DatatableService/UpsertDatatable"
 	DatatableService_SetPermissions_FullMethodName  = "/millwright.roleset.v1.DatatableService/SetPermissions"
 	DatatableService_GetPermissions_FullMethodName  = "/millwright.roleset.v1.DatatableService/GetPermissions"
+	DatatableService_GetDatatable_FullMethodName    = "/millwright.roleset.v1.DatatableService/GetDatatable"
+	DatatableService_ListDatatables_FullMethodName  = "/millwright.roleset.v1.DatatableService/ListDatatables"
 )
 
 // DatatableServiceClient is the client API for DatatableService service.
@@ -474,6 +568,11 @@ type DatatableServiceClient interface {
 	SetPermissions(ctx context.Context, in *SetPermissionsRequest, opts ...grpc.CallOption) (*SetPermissionsResponse, error)
 	// GetPermissions returns the default role and each role's tenants.
 	GetPermissions(ctx context.Context, in *GetPermissionsRequest, opts ...grpc.CallOption) (*GetPermissionsResponse, error)
+	// GetDatatable reads one data table as UpsertDatatable stored it (never its admin password).
+	GetDatatable(ctx context.Context, in *GetDatatableRequest, opts ...grpc.CallOption) (*GetDatatableResponse, error)
+	// ListDatatables lists a workspace's data tables (never their admin passwords), by name, one
+	// page at a time, optionally only those on one cluster or in one credential mode.
+	ListDatatables(ctx context.Context, in *ListDatatablesRequest, opts ...grpc.CallOption) (*ListDatatablesResponse, error)
 }
 
 type datatableServiceClient struct {
@@ -514,6 +613,26 @@ func (c *datatableServiceClient) GetPermissions(ctx context.Context, in *GetPerm
 	return out, nil
 }
 
+func (c *datatableServiceClient) GetDatatable(ctx context.Context, in *GetDatatableRequest, opts ...grpc.CallOption) (*GetDatatableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDatatableResponse)
+	err := c.cc.Invoke(ctx, DatatableService_GetDatatable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *datatableServiceClient) ListDatatables(ctx context.Context, in *ListDatatablesRequest, opts ...grpc.CallOption) (*ListDatatablesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDatatablesResponse)
+	err := c.cc.Invoke(ctx, DatatableService_ListDatatables_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DatatableServiceServer is the server API for DatatableService service.
 // All implementations must embed UnimplementedDatatableServiceServer
 // for forward compatibility.
@@ -528,6 +647,11 @@ type DatatableServiceServer interface {
 	SetPermissions(context.Context, *SetPermissionsRequest) (*SetPermissionsResponse, error)
 	// GetPermissions returns the default role and each role's tenants.
 	GetPermissions(context.Context, *GetPermissionsRequest) (*GetPermissionsResponse, error)
+	// GetDatatable reads one data table as UpsertDatatable stored it (never its admin password).
+	GetDatatable(context.Context, *GetDatatableRequest) (*GetDatatableResponse, error)
+	// ListDatatables lists a workspace's data tables (never their admin passwords), by name, one
+	// page at a time, optionally only those on one cluster or in one credential mode.
+	ListDatatables(context.Context, *ListDatatablesRequest) (*ListDatatablesResponse, error)
 	mustEmbedUnimplementedDatatableServiceServer()
 }
 
@@ -546,6 +670,12 @@ func (UnimplementedDatatableServiceServer) SetPermissions(context.Context, *SetP
 }
 func (UnimplementedDatatableServiceServer) GetPermissions(context.Context, *GetPermissionsRequest) (*GetPermissionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPermissions not implemented")
+}
+func (UnimplementedDatatableServiceServer) GetDatatable(context.Context, *GetDatatableRequest) (*GetDatatableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDatatable not implemented")
+}
+func (UnimplementedDatatableServiceServer) ListDatatables(context.Context, *ListDatatablesRequest) (*ListDatatablesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDatatables not implemented")
 }
 func (UnimplementedDatatableServiceServer) mustEmbedUnimplementedDatatableServiceServer() {}
 func (UnimplementedDatatableServiceServer) testEmbeddedByValue()                          {}
@@ -622,6 +752,42 @@ func _DatatableService_GetPermissions_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DatatableService_GetDatatable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDatatableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatatableServiceServer).GetDatatable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DatatableService_GetDatatable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatatableServiceServer).GetDatatable(ctx, req.(*GetDatatableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DatatableService_ListDatatables_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDatatablesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatatableServiceServer).ListDatatables(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DatatableService_ListDatatables_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatatableServiceServer).ListDatatables(ctx, req.(*ListDatatablesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DatatableService_ServiceDesc is the grpc.ServiceDesc for DatatableService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -640,6 +806,14 @@ var DatatableService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPermissions",
 			Handler:    _DatatableService_GetPermissions_Handler,
+		},
+		{
+			MethodName: "GetDatatable",
+			Handler:    _DatatableService_GetDatatable_Handler,
+		},
+		{
+			MethodName: "ListDatatables",
+			Handler:    _DatatableService_ListDatatables_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
