@@ -1,0 +1,170 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/millwright/millwright/cli/internal/output"
+	auditv1 "github.com/millwright/millwright/pkg/gen/millwright/audit/v1"
+)
+
+// eventColumns are the audit event fields a person scans for; --json has them all.
+var eventColumns = []string{"seq", "time", "class", "outcome", "code", "rule", "pointer", "actor_kind", "actor", "workspace", "object"}
+
+func (a *app) auditCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:     "audit",
+		Short:   "A service's audit trail (AuditService; superadmin token): list, tail, verify, hash",
+		GroupID: "follow",
+	}
+	serviceArg := func(cmd *cobra.Command) *cobra.Command {
+		cmd.Args = cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)
+		cmd.ValidArgs = services
+		return cmd
+	}
+	// client connects to the service named by the command's argument.
+	client := func(cmd *cobra.Command, svc string) (auditv1.AuditServiceClient, error) {
+		conn, err := a.conn(cmd.Context(), svc)
+		if err != nil {
+			return nil, err
+		}
+		return auditv1.NewAuditServiceClient(conn), nil
+	}
+
+	req := &auditv1.ListAuditEventsRequest{}
+	var since, until string
+	var listPaging *paging
+	listCmd := serviceArg(&cobra.Command{
+		Use:   "list policy|roleset|billing",
+		Short: "ListAuditEvents, oldest first, with filters (--workspace filters too; a context's default does not)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ac, err := client(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			req.Workspace = a.flags.Workspace
+			if req.StartTime, err = when("--since", since); err != nil {
+				return err
+			}
+			if req.EndTime, err = when("--until", until); err != nil {
+				return err
+			}
+			return list(a, listPaging, func(size int32, token string) ([]*auditv1.AuditEvent, string, error) {
+				req.PageSize, req.PageToken = size, token
+				resp, err := ac.ListAuditEvents(cmd.Context(), req)
+				return resp.GetEvents(), resp.GetNextPageToken(), err
+			}, eventColumns...)
+		},
+	})
+	listPaging = addPaging(listCmd)
+	f := listCmd.Flags()
+	f.StringVar(&req.Actor, "actor", "", "only events of this actor (username, job id or token id)")
+	f.StringVar(&req.Outcome, "outcome", "", "only granted, refused or failed events")
+	f.StringVar(&req.Rule, "rule", "", "only events whose rule is this reason (e.g. ERROR_REASON_INLINE_CODE)")
+	f.StringVar(&req.Object, "object", "", "only events whose object contains this text")
+	f.StringVar(&req.Class, "class", "", "only events of this class (credential, token, builder, settings, ...)")
+	f.StringVar(&req.Rpc, "rpc", "", "only events of this gRPC method (full name)")
+	f.StringVar(&since, "since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")
+	f.StringVar(&until, "until", "", "only events before this time (RFC 3339, or a duration ago)")
+
+	var after int64
+	var limit int
+	tail := serviceArg(&cobra.Command{
+		Use:         "tail policy|roleset|billing",
+		Short:       "WatchAuditEvents: follow new events until Ctrl-C (--after 0: every retained one first)",
+		Annotations: map[string]string{streaming: "yes"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ac, err := client(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			s, err := ac.WatchAuditEvents(cmd.Context(), &auditv1.WatchAuditEventsRequest{AfterSeq: after})
+			if err != nil {
+				return err
+			}
+			for n := 0; limit == 0 || n < limit; n++ {
+				m, err := s.Recv()
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if err != nil {
+					return ended(cmd.Context(), err)
+				}
+				if err := output.Page(a.out, []*auditv1.AuditEvent{m.GetEvent()}, n == 0, eventColumns...); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	tail.Flags().Int64Var(&after, "after", -1, "start after this seq (0: every retained event; negative: only new ones)")
+	tail.Flags().IntVar(&limit, "limit", 0, "stop after this many events (0: follow until Ctrl-C)")
+
+	verify := serviceArg(&cobra.Command{
+		Use:   "verify policy|roleset|billing",
+		Short: "VerifyAuditChain: exit 1 and name the first broken event if the chain does not verify",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ac, err := client(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			resp, err := ac.VerifyAuditChain(cmd.Context(), &auditv1.VerifyAuditChainRequest{})
+			if err != nil {
+				return err
+			}
+			if err := a.out.Message(resp); err != nil {
+				return err
+			}
+			if !resp.GetOk() {
+				return refused{fmt.Sprintf("the %s audit chain is broken at seq %d", args[0], resp.GetFirstBadSeq())}
+			}
+			return nil
+		},
+	})
+	hash := serviceArg(&cobra.Command{
+		Use:   "hash policy|roleset|billing < VALUE",
+		Short: "HashAuditValue: the keyed hash under which the trail records a secret read from standard input",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := io.ReadAll(io.LimitReader(a.Stdin, 8192))
+			if err != nil {
+				return err
+			}
+			value := strings.TrimRight(string(b), "\r\n")
+			if value == "" {
+				return errors.New("no value on standard input (a secret is never taken as an argument)")
+			}
+			ac, err := client(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			resp, err := ac.HashAuditValue(cmd.Context(), &auditv1.HashAuditValueRequest{Value: value})
+			if err != nil {
+				return err
+			}
+			return a.out.Message(resp)
+		},
+	})
+	c.AddCommand(listCmd, tail, verify, hash)
+	return c
+}
+
+// when parses an RFC 3339 time, or a duration meaning that long ago; nil for "".
+func when(flag, v string) (*timestamppb.Timestamp, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return timestamppb.New(time.Now().Add(-d)), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: an RFC 3339 time or a duration (1h)", flag, v)
+	}
+	return timestamppb.New(t), nil
+}

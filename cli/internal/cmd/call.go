@@ -1,0 +1,78 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/millwright/millwright/cli/internal/output"
+)
+
+// call is every unary command: connect to svc, call rpc on the generated client and print
+// the answer (a refusal is rpc's error, printed by Main with its details).
+func call[C any, R proto.Message](a *app, cmd *cobra.Command, svc string, client func(grpc.ClientConnInterface) C, rpc func(C) (R, error)) error {
+	conn, err := a.conn(cmd.Context(), svc)
+	if err != nil {
+		return err
+	}
+	resp, err := rpc(client(conn))
+	if err != nil {
+		return err
+	}
+	return a.out.Message(resp)
+}
+
+// paging is the AIP-158 flags of a List command.
+type paging struct {
+	size  int32
+	token string
+	all   bool
+}
+
+func addPaging(c *cobra.Command) *paging {
+	p := &paging{}
+	c.Flags().Int32Var(&p.size, "page-size", 0, "items per page (0: the service's default)")
+	c.Flags().StringVar(&p.token, "page-token", "", "the page to start at (printed after a page that has more)")
+	c.Flags().BoolVar(&p.all, "all", false, "follow next_page_token to the last page")
+	return p
+}
+
+// list is every paged List command: fetch one page (page_size, page_token) at a time and
+// print it as a table (or JSON lines), following next_page_token with --all; otherwise the
+// token of the next page goes to stderr, so that stdout stays the data. A new List RPC is
+// one fetch closure and the columns to show.
+func list[T proto.Message](a *app, p *paging, fetch func(size int32, token string) ([]T, string, error), only ...string) error {
+	token := p.token
+	for head := true; ; head = false {
+		items, next, err := fetch(p.size, token)
+		if err != nil {
+			return err
+		}
+		if err := output.Page(a.out, items, head, only...); err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		if !p.all {
+			fmt.Fprintf(a.Stderr, "more: --page-token %s (or --all)\n", next)
+			return nil
+		}
+		token = next
+	}
+}
+
+// rows is call for an RPC that answers one unpaged list: print it as a table.
+func rows[C any, T proto.Message](a *app, cmd *cobra.Command, svc string, client func(grpc.ClientConnInterface) C, rpc func(C) ([]T, error)) error {
+	conn, err := a.conn(cmd.Context(), svc)
+	if err != nil {
+		return err
+	}
+	items, err := rpc(client(conn))
+	if err != nil {
+		return err
+	}
+	return output.Table(a.out, items)
+}

@@ -1,0 +1,62 @@
+package cmd
+
+import (
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	billingv1 "github.com/millwright/millwright/pkg/gen/millwright/billing/v1"
+)
+
+func (a *app) seatsCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use: "seats", Short: "Seat usage and the cap (billing's GetSeatUsage)", GroupID: "admin", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return call(a, cmd, billing, billingv1.NewBillingServiceClient, func(c billingv1.BillingServiceClient) (*billingv1.GetSeatUsageResponse, error) {
+				return c.GetSeatUsage(cmd.Context(), &billingv1.GetSeatUsageRequest{})
+			})
+		},
+	}
+	capCmd := &cobra.Command{Use: "cap", Short: "The seat cap"}
+	capCmd.AddCommand(&cobra.Command{
+		Use: "set SEATS", Short: "SetSeatCap: at most SEATS seats (0: no cap)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return err
+			}
+			return call(a, cmd, billing, billingv1.NewBillingServiceClient, func(c billingv1.BillingServiceClient) (*billingv1.SetSeatCapResponse, error) {
+				return c.SetSeatCap(cmd.Context(), &billingv1.SetSeatCapRequest{Seats: n})
+			})
+		},
+	})
+	price := &cobra.Command{
+		Use:   "builder-price",
+		Short: "What turning builder rights on in the workspace would cost, and whether the cap allows it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, err := a.workspace()
+			if err != nil {
+				return err
+			}
+			return call(a, cmd, billing, billingv1.NewBillingServiceClient, func(c billingv1.BillingServiceClient) (*billingv1.CheckSeatCapForOperatorBuilderResponse, error) {
+				return c.CheckSeatCapForOperatorBuilder(cmd.Context(), &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: ws})
+			})
+		},
+	}
+	reports := &cobra.Command{Use: "reports", Short: "The daily usage reports (ListUsageReports), newest first", Args: cobra.NoArgs}
+	pg := addPaging(reports)
+	reports.RunE = func(cmd *cobra.Command, _ []string) error {
+		conn, err := a.conn(cmd.Context(), billing)
+		if err != nil {
+			return err
+		}
+		bc := billingv1.NewBillingServiceClient(conn)
+		return list(a, pg, func(size int32, token string) ([]*billingv1.UsageReport, string, error) {
+			resp, err := bc.ListUsageReports(cmd.Context(), &billingv1.ListUsageReportsRequest{PageSize: size, PageToken: token})
+			return resp.GetReports(), resp.GetNextPageToken(), err
+		})
+	}
+	c.AddCommand(capCmd, price, reports)
+	return c
+}
