@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,14 @@ input with --token-stdin (stored in the config file, which is kept mode 0600).`,
 			ctx := config.Context{
 				Name: args[0], PolicyAddr: a.flags.PolicyAddr, RolesetAddr: a.flags.RolesetAddr,
 				BillingAddr: a.flags.BillingAddr, TokenFile: a.flags.TokenFile, Workspace: a.flags.Workspace,
+			}
+			if ctx.TokenFile != "" {
+				// Kept absolute: the context is used from any directory.
+				abs, err := filepath.Abs(ctx.TokenFile)
+				if err != nil {
+					return err
+				}
+				ctx.TokenFile = abs
 			}
 			if tokenStdin {
 				if ctx.TokenFile != "" {

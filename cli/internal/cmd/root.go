@@ -149,11 +149,7 @@ Exit codes: 0 done (allowed), 1 refused by a service, 2 usage, configuration or 
 
 // resolved reads the config file and applies the precedence rule.
 func (a *app) resolved() (*config.Resolved, error) {
-	path, err := config.Path(a.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	f, err := config.Load(path)
+	_, f, err := a.configFile()
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func (a *app) tokensCmd() *cobra.Command {
 	create.Flags().StringVar(&username, "username", "", "the user the token acts as")
 	create.Flags().StringSliceVar(&scopes, "scope", nil, "a scope (repeatable; none: every scope of the user)")
 	create.Flags().StringVar(&label, "label", "", "a label to recognise the token by")
-	create.Flags().DurationVar(&expires, "expires-in", 0, "lifetime (e.g. 720h; 0: the service's default)")
+	create.Flags().DurationVar(&expires, "expires-in", 24*time.Hour, "lifetime (at most 366 days, and not past the expiry of the token that creates it)")
 	revoke := &cobra.Command{
 		Use: "revoke TOKEN_ID", Short: "RevokeToken: by its id (never the token itself)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

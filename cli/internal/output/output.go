@@ -1,6 +1,8 @@
 package output
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -24,13 +26,19 @@ type Printer struct {
 // with unset fields printed, so a script reads `"allowed": false` rather than nothing.
 var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
-// JSONLine writes m as one line of protojson.
+// JSONLine writes m as one line of protojson, compacted: protojson varies its spacing on
+// purpose from build to build, and a script or a golden file wants the same bytes each time.
 func JSONLine(w io.Writer, m proto.Message) error {
 	b, err := jsonOptions.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err = w.Write(buf.Bytes())
 	return err
 }
 
@@ -43,7 +51,7 @@ func (p *Printer) Message(m proto.Message) error {
 	}
 	w := tabwriter.NewWriter(p.Out, 0, 4, 1, ' ', 0)
 	for _, f := range Fields(m) {
-		fmt.Fprintf(w, "%s:\t%s\n", f[0], f[1])
+		fmt.Fprintf(w, "%s:\t%s\n", f[0], orDash(f[1]))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -235,6 +243,10 @@ func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		if isTimestamp(fd.Message()) {
 			return Time(v.Message().Interface().(*timestamppb.Timestamp)) //nolint:forcetypeassert // the descriptor says so
+		}
+		// A wrapper of one field (a data table's Tenants) reads as that field.
+		if only := fd.Message().Fields(); only.Len() == 1 {
+			return cell(only.Get(0), v.Message().Get(only.Get(0)))
 		}
 		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(v.Message().Interface())
 		if err != nil {
