@@ -197,4 +197,3 @@ func golden(t *testing.T, path, got string) {
 	require.NoError(t, err, "no golden file: run go test -run TestCLIGolden ./gateway/e2e/ -update")
 	require.Equal(t, string(want), got, "%s differs (-update rewrites it)", path)
 }
-
