@@ -68,7 +68,7 @@ func readmeSteps() []readmeStep {
 				return fmt.Errorf("runnables = %v, want %v", got, want)
 			}
 			if objs, err := jsonObjects("{" + register); err != nil || len(objs) != 1 || len(objs[0]) != 0 {
-				return fmt.Errorf("RegisterFlow answered %q, want {} (%v)", register, err)
+				return fmt.Errorf("RegisterFlow answered %q, want {} (%w)", register, err)
 			}
 			return nil
 		}},

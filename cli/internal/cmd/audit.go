@@ -31,10 +31,7 @@ func (a *app) auditCmd() *cobra.Command {
 	// client connects to the service named by the command's argument.
 	client := func(cmd *cobra.Command, svc string) (auditv1.AuditServiceClient, error) {
 		conn, err := a.conn(cmd.Context(), svc)
-		if err != nil {
-			return nil, err
-		}
-		return auditv1.NewAuditServiceClient(conn), nil
+		return auditv1.NewAuditServiceClient(conn), err
 	}
 
 	req := &auditv1.ListAuditEventsRequest{}
@@ -55,7 +52,7 @@ func (a *app) auditCmd() *cobra.Command {
 			if req.EndTime, err = when("--until", until); err != nil {
 				return err
 			}
-			return list(a, listPaging, func(size int32, token string) ([]*auditv1.AuditEvent, string, error) {
+			return listPages(a, listPaging, func(size int32, token string) ([]*auditv1.AuditEvent, string, error) {
 				req.PageSize, req.PageToken = size, token
 				resp, err := ac.ListAuditEvents(cmd.Context(), req)
 				return resp.GetEvents(), resp.GetNextPageToken(), err
@@ -110,15 +107,12 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "verify policy|roleset|billing",
 		Short: "VerifyAuditChain: exit 1 and name the first broken event if the chain does not verify",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ac, err := client(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			resp, err := ac.VerifyAuditChain(cmd.Context(), &auditv1.VerifyAuditChainRequest{})
-			if err != nil {
-				return err
-			}
-			if err := a.out.Message(resp); err != nil {
+			var resp *auditv1.VerifyAuditChainResponse
+			if err := call(a, cmd, args[0], auditv1.NewAuditServiceClient, func(c auditv1.AuditServiceClient) (*auditv1.VerifyAuditChainResponse, error) {
+				var err error
+				resp, err = c.VerifyAuditChain(cmd.Context(), &auditv1.VerifyAuditChainRequest{})
+				return resp, err
+			}); err != nil {
 				return err
 			}
 			if !resp.GetOk() {
@@ -139,15 +133,9 @@ func (a *app) auditCmd() *cobra.Command {
 			if value == "" {
 				return errors.New("no value on standard input (a secret is never taken as an argument)")
 			}
-			ac, err := client(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			resp, err := ac.HashAuditValue(cmd.Context(), &auditv1.HashAuditValueRequest{Value: value})
-			if err != nil {
-				return err
-			}
-			return a.out.Message(resp)
+			return call(a, cmd, args[0], auditv1.NewAuditServiceClient, func(c auditv1.AuditServiceClient) (*auditv1.HashAuditValueResponse, error) {
+				return c.HashAuditValue(cmd.Context(), &auditv1.HashAuditValueRequest{Value: value})
+			})
 		},
 	})
 	c.AddCommand(listCmd, tail, verify, hash)

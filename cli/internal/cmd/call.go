@@ -24,6 +24,18 @@ func call[C any, R proto.Message](a *app, cmd *cobra.Command, svc string, client
 	return a.out.Message(resp)
 }
 
+// inWorkspace is RunE for a command about one workspace: run gets the resolved workspace,
+// and the command fails with a usage error when there is none.
+func (a *app) inWorkspace(run func(cmd *cobra.Command, args []string, ws string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		ws, err := a.workspace()
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, ws)
+	}
+}
+
 // paging is the AIP-158 flags of a List command.
 type paging struct {
 	size  int32
@@ -39,11 +51,10 @@ func addPaging(c *cobra.Command) *paging {
 	return p
 }
 
-// list is every paged List command: fetch one page (page_size, page_token) at a time and
+// listPages is every paged List command: fetch one page (page_size, page_token) at a time and
 // print it as a table (or JSON lines), following next_page_token with --all; otherwise the
-// token of the next page goes to stderr, so that stdout stays the data. A new List RPC is
-// one fetch closure and the columns to show.
-func list[T proto.Message](a *app, p *paging, fetch func(size int32, token string) ([]T, string, error), only ...string) error {
+// token of the next page goes to stderr, so that stdout stays the data.
+func listPages[T proto.Message](a *app, p *paging, fetch func(size int32, token string) ([]T, string, error), only ...string) error {
 	token := p.token
 	for head := true; ; head = false {
 		items, next, err := fetch(p.size, token)
@@ -62,17 +73,4 @@ func list[T proto.Message](a *app, p *paging, fetch func(size int32, token strin
 		}
 		token = next
 	}
-}
-
-// rows is call for an RPC that answers one unpaged list: print it as a table.
-func rows[C any, T proto.Message](a *app, cmd *cobra.Command, svc string, client func(grpc.ClientConnInterface) C, rpc func(C) ([]T, error)) error {
-	conn, err := a.conn(cmd.Context(), svc)
-	if err != nil {
-		return err
-	}
-	items, err := rpc(client(conn))
-	if err != nil {
-		return err
-	}
-	return output.Table(a.out, items)
 }

@@ -105,7 +105,7 @@ git hook or a CI step can run it before a sync:
 
 // builderCall is every check: read file (none when ""), call policy's BuilderService in the
 // resolved workspace and print what is allowed; a refusal comes back as the call's error.
-func (a *app) builderCall(cmd *cobra.Command, file string, call func(ws string, doc []byte, bc policyv1.BuilderServiceClient) (proto.Message, error)) error {
+func (a *app) builderCall(cmd *cobra.Command, file string, check func(ws string, doc []byte, bc policyv1.BuilderServiceClient) (proto.Message, error)) error {
 	var doc []byte
 	if file != "" {
 		var err error
@@ -117,13 +117,7 @@ func (a *app) builderCall(cmd *cobra.Command, file string, call func(ws string, 
 	if err != nil {
 		return err
 	}
-	conn, err := a.conn(cmd.Context(), policy)
-	if err != nil {
-		return err
-	}
-	resp, err := call(ws, doc, policyv1.NewBuilderServiceClient(conn))
-	if err != nil {
-		return err
-	}
-	return a.out.Message(resp)
+	return call(a, cmd, policy, policyv1.NewBuilderServiceClient, func(bc policyv1.BuilderServiceClient) (proto.Message, error) {
+		return check(ws, doc, bc)
+	})
 }

@@ -46,7 +46,7 @@ input with --token-stdin (stored in the config file, which is kept mode 0600).`,
 				line, err := bufio.NewReader(a.Stdin).ReadString('\n')
 				ctx.Token = strings.TrimSpace(line)
 				if ctx.Token == "" {
-					return fmt.Errorf("--token-stdin: no token on standard input (%v)", err)
+					return fmt.Errorf("--token-stdin: no token on standard input (%w)", err)
 				}
 			}
 			return a.editConfig(func(f *config.File) error {

@@ -25,15 +25,9 @@ It exits 0 whether the connection would be allowed or not: the answer is the exp
 			if len(args) == 1 {
 				req.Reference = args[0]
 			}
-			conn, err := a.conn(cmd.Context(), roleset)
-			if err != nil {
-				return err
-			}
-			resp, err := rolesetv1.NewConnectionServiceClient(conn).ExplainConnection(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return a.out.Message(resp)
+			return call(a, cmd, roleset, rolesetv1.NewConnectionServiceClient, func(c rolesetv1.ConnectionServiceClient) (*rolesetv1.ExplainConnectionResponse, error) {
+				return c.ExplainConnection(cmd.Context(), req)
+			})
 		},
 	}
 	c.Flags().StringVar(&datatable, "datatable", "", "the data table, instead of a reference")

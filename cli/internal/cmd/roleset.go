@@ -15,9 +15,8 @@ func (a *app) clustersCmd() *cobra.Command {
 	c.AddCommand(&cobra.Command{
 		Use: "list", Short: "ListClusters", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return rows(a, cmd, roleset, rolesetv1.NewClusterServiceClient, func(c rolesetv1.ClusterServiceClient) ([]*rolesetv1.Cluster, error) {
-				resp, err := c.ListClusters(cmd.Context(), &rolesetv1.ListClustersRequest{})
-				return resp.GetClusters(), err
+			return call(a, cmd, roleset, rolesetv1.NewClusterServiceClient, func(c rolesetv1.ClusterServiceClient) (*rolesetv1.ListClustersResponse, error) {
+				return c.ListClusters(cmd.Context(), &rolesetv1.ListClustersRequest{})
 			})
 		},
 	})
@@ -53,9 +52,8 @@ func (a *app) rolesCmd() *cobra.Command {
 	listCmd := &cobra.Command{
 		Use: "list", Short: "ListRoles of --cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return rows(a, cmd, roleset, rolesetv1.NewRoleServiceClient, func(c rolesetv1.RoleServiceClient) ([]*rolesetv1.Role, error) {
-				resp, err := c.ListRoles(cmd.Context(), &rolesetv1.ListRolesRequest{ClusterId: cluster})
-				return resp.GetRoles(), err
+			return call(a, cmd, roleset, rolesetv1.NewRoleServiceClient, func(c rolesetv1.RoleServiceClient) (*rolesetv1.ListRolesResponse, error) {
+				return c.ListRoles(cmd.Context(), &rolesetv1.ListRolesRequest{ClusterId: cluster})
 			})
 		},
 	}
@@ -110,12 +108,9 @@ func (a *app) datatablesCmd() *cobra.Command {
 		Use:   "upsert NAME",
 		Short: "UpsertDatatable in the workspace: the admin password from --admin-password-file",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, err := a.workspace()
-			if err != nil {
-				return err
-			}
+		RunE: a.inWorkspace(func(cmd *cobra.Command, args []string, ws string) error {
 			req.Workspace, req.Name = ws, args[0]
+			var err error
 			if req.AdminPassword, err = a.secret(passwordFile); err != nil {
 				return err
 			}
@@ -132,7 +127,7 @@ func (a *app) datatablesCmd() *cobra.Command {
 			return call(a, cmd, roleset, rolesetv1.NewDatatableServiceClient, func(c rolesetv1.DatatableServiceClient) (*rolesetv1.UpsertDatatableResponse, error) {
 				return c.UpsertDatatable(cmd.Context(), req)
 			})
-		},
+		}),
 	}
 	upsert.Flags().StringVar(&req.ClusterId, "cluster", "", "the cluster id")
 	upsert.Flags().StringVar(&req.Database, "database", "", "the database on the cluster")
@@ -149,15 +144,11 @@ func (a *app) permissionsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "permissions", Short: "Which tenants get which role of a data table", GroupID: "admin"}
 	get := &cobra.Command{
 		Use: "get DATATABLE", Short: "GetPermissions", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, err := a.workspace()
-			if err != nil {
-				return err
-			}
+		RunE: a.inWorkspace(func(cmd *cobra.Command, args []string, ws string) error {
 			return call(a, cmd, roleset, rolesetv1.NewDatatableServiceClient, func(c rolesetv1.DatatableServiceClient) (*rolesetv1.GetPermissionsResponse, error) {
 				return c.GetPermissions(cmd.Context(), &rolesetv1.GetPermissionsRequest{Workspace: ws, Name: args[0]})
 			})
-		},
+		}),
 	}
 	var defaultRole string
 	var roles []string
@@ -165,11 +156,7 @@ func (a *app) permissionsCmd() *cobra.Command {
 		Use:   "set DATATABLE --role ROLE=TENANT,... ...",
 		Short: "SetPermissions: replace the whole map (every role not named loses its tenants)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, err := a.workspace()
-			if err != nil {
-				return err
-			}
+		RunE: a.inWorkspace(func(cmd *cobra.Command, args []string, ws string) error {
 			req := &rolesetv1.SetPermissionsRequest{Workspace: ws, Name: args[0], DefaultRole: defaultRole, Roles: map[string]*rolesetv1.Tenants{}}
 			for _, r := range roles {
 				role, tenants, ok := strings.Cut(r, "=")
@@ -181,7 +168,7 @@ func (a *app) permissionsCmd() *cobra.Command {
 			return call(a, cmd, roleset, rolesetv1.NewDatatableServiceClient, func(c rolesetv1.DatatableServiceClient) (*rolesetv1.SetPermissionsResponse, error) {
 				return c.SetPermissions(cmd.Context(), req)
 			})
-		},
+		}),
 	}
 	set.Flags().StringVar(&defaultRole, "default-role", "", "the role of a viewer no tenant names")
 	set.Flags().StringArrayVar(&roles, "role", nil, "ROLE=TENANT[,TENANT...] (repeatable)")

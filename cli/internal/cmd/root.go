@@ -140,10 +140,12 @@ Exit codes: 0 done (allowed), 1 refused by a service, 2 usage, configuration or 
 
 	root.AddGroup(&cobra.Group{ID: "builder", Title: "Builder checks and explanations:"},
 		&cobra.Group{ID: "admin", Title: "Administration:"},
+		&cobra.Group{ID: "read", Title: "Read back (get, list):"},
 		&cobra.Group{ID: "follow", Title: "Streams and audit:"})
 	root.AddCommand(a.contextCmd(), a.explainCmd(), a.checkCmd(), a.seatsCmd(), a.settingsCmd(),
 		a.tokensCmd(), a.clustersCmd(), a.rolesCmd(), a.datatablesCmd(), a.permissionsCmd(),
 		a.watchCmd(), a.auditCmd())
+	root.AddCommand(a.readBackCmds()...)
 	return root
 }
 

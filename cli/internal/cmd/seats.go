@@ -34,15 +34,11 @@ func (a *app) seatsCmd() *cobra.Command {
 		Use:   "builder-price",
 		Short: "What turning builder rights on in the workspace would cost, and whether the cap allows it",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ws, err := a.workspace()
-			if err != nil {
-				return err
-			}
+		RunE: a.inWorkspace(func(cmd *cobra.Command, _ []string, ws string) error {
 			return call(a, cmd, billing, billingv1.NewBillingServiceClient, func(c billingv1.BillingServiceClient) (*billingv1.CheckSeatCapForOperatorBuilderResponse, error) {
 				return c.CheckSeatCapForOperatorBuilder(cmd.Context(), &billingv1.CheckSeatCapForOperatorBuilderRequest{Workspace: ws})
 			})
-		},
+		}),
 	}
 	reports := &cobra.Command{Use: "reports", Short: "The daily usage reports (ListUsageReports), newest first", Args: cobra.NoArgs}
 	pg := addPaging(reports)
@@ -52,7 +48,7 @@ func (a *app) seatsCmd() *cobra.Command {
 			return err
 		}
 		bc := billingv1.NewBillingServiceClient(conn)
-		return list(a, pg, func(size int32, token string) ([]*billingv1.UsageReport, string, error) {
+		return listPages(a, pg, func(size int32, token string) ([]*billingv1.UsageReport, string, error) {
 			resp, err := bc.ListUsageReports(cmd.Context(), &billingv1.ListUsageReportsRequest{PageSize: size, PageToken: token})
 			return resp.GetReports(), resp.GetNextPageToken(), err
 		})

@@ -15,15 +15,11 @@ func (a *app) settingsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "settings", Short: "A workspace's operator settings (builder rights among them)", GroupID: "admin"}
 	get := &cobra.Command{
 		Use: "get", Short: "GetOperatorSettings", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ws, err := a.workspace()
-			if err != nil {
-				return err
-			}
+		RunE: a.inWorkspace(func(cmd *cobra.Command, _ []string, ws string) error {
 			return call(a, cmd, policy, policyv1.NewSettingsServiceClient, func(c policyv1.SettingsServiceClient) (*policyv1.GetOperatorSettingsResponse, error) {
 				return c.GetOperatorSettings(cmd.Context(), &policyv1.GetOperatorSettingsRequest{Workspace: ws})
 			})
-		},
+		}),
 	}
 	set := &cobra.Command{
 		Use:   "set NAME=BOOL...",
@@ -32,19 +28,15 @@ func (a *app) settingsCmd() *cobra.Command {
 			"keep their values. Names: " + strings.Join(settingNames(), ", ") + ".",
 		Args:      cobra.MinimumNArgs(1),
 		ValidArgs: settingNames(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: a.inWorkspace(func(cmd *cobra.Command, args []string, ws string) error {
 			patch, err := settingsPatch(args)
-			if err != nil {
-				return err
-			}
-			ws, err := a.workspace()
 			if err != nil {
 				return err
 			}
 			return call(a, cmd, policy, policyv1.NewSettingsServiceClient, func(c policyv1.SettingsServiceClient) (*policyv1.UpdateOperatorSettingsResponse, error) {
 				return c.UpdateOperatorSettings(cmd.Context(), &policyv1.UpdateOperatorSettingsRequest{Workspace: ws, Patch: patch})
 			})
-		},
+		}),
 	}
 	c.AddCommand(get, set)
 	return c

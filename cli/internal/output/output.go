@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -83,27 +85,58 @@ func listOf(l protoreflect.List) []protoreflect.Message {
 	return out
 }
 
-// elementColumns are the columns of a table of md: its fields (or those named in only),
-// each headed by its name in capitals.
+// elementColumns are the columns of a table of md: its fields, a nested message's flattened
+// as "OUTER.INNER" (a run's job id in a list of runs), each headed by its path in capitals;
+// or only the paths named in only, in that order.
 func elementColumns(md protoreflect.MessageDescriptor, only []string) []Column[protoreflect.Message] {
-	var fds []protoreflect.FieldDescriptor
-	if len(only) == 0 {
-		for i := range md.Fields().Len() {
-			fds = append(fds, md.Fields().Get(i))
+	all := leaves(md, nil)
+	if len(only) > 0 {
+		byPath := map[string][]protoreflect.FieldDescriptor{}
+		for _, path := range all {
+			byPath[pathName(path)] = path
+		}
+		all = all[:0]
+		for _, name := range only {
+			if path, ok := byPath[name]; ok {
+				all = append(all, path)
+			}
 		}
 	}
-	for _, name := range only {
-		if fd := md.Fields().ByName(protoreflect.Name(name)); fd != nil {
-			fds = append(fds, fd)
-		}
-	}
-	cols := make([]Column[protoreflect.Message], len(fds))
-	for i, fd := range fds {
-		cols[i] = Column[protoreflect.Message]{Head: strings.ToUpper(string(fd.Name())), Value: func(m protoreflect.Message) string {
-			return cell(fd, m.Get(fd))
+	cols := make([]Column[protoreflect.Message], len(all))
+	for i, path := range all {
+		cols[i] = Column[protoreflect.Message]{Head: strings.ToUpper(pathName(path)), Value: func(m protoreflect.Message) string {
+			for _, fd := range path[:len(path)-1] {
+				m = m.Get(fd).Message()
+			}
+			last := path[len(path)-1]
+			return cell(last, m.Get(last))
 		}}
 	}
 	return cols
+}
+
+// leaves are the paths to md's fields, through nested messages (not lists, maps or
+// timestamps, which print in one cell).
+func leaves(md protoreflect.MessageDescriptor, prefix []protoreflect.FieldDescriptor) [][]protoreflect.FieldDescriptor {
+	var out [][]protoreflect.FieldDescriptor
+	for i := range md.Fields().Len() {
+		fd := md.Fields().Get(i)
+		path := append(slices.Clip(prefix), fd)
+		if fd.Message() != nil && !fd.IsList() && !fd.IsMap() && !isTimestamp(fd.Message()) && len(path) < 4 {
+			out = append(out, leaves(fd.Message(), path)...)
+			continue
+		}
+		out = append(out, path)
+	}
+	return out
+}
+
+func pathName(path []protoreflect.FieldDescriptor) string {
+	names := make([]string, len(path))
+	for i, fd := range path {
+		names[i] = string(fd.Name())
+	}
+	return strings.Join(names, ".")
 }
 
 // cell prints one field of a table row: a list or map joined, a scalar as scalar does.
@@ -234,28 +267,37 @@ func isTimestamp(md protoreflect.MessageDescriptor) bool {
 
 // scalar prints one value of fd's kind; a message (in a list or map) as compact JSON.
 func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
-			return string(ev.Name())
-		}
-		return fmt.Sprint(v.Enum())
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		if isTimestamp(fd.Message()) {
-			return Time(v.Message().Interface().(*timestamppb.Timestamp)) //nolint:forcetypeassert // the descriptor says so
-		}
-		// A wrapper of one field (a data table's Tenants) reads as that field.
-		if only := fd.Message().Fields(); only.Len() == 1 {
-			return cell(only.Get(0), v.Message().Get(only.Get(0)))
-		}
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(v.Message().Interface())
-		if err != nil {
-			return err.Error()
-		}
-		return string(b)
-	default:
+	if ed := fd.Enum(); ed != nil {
+		return enumName(ed, v.Enum())
+	}
+	md := fd.Message()
+	if md == nil {
 		return v.String()
 	}
+	if isTimestamp(md) {
+		return Time(v.Message().Interface().(*timestamppb.Timestamp)) //nolint:forcetypeassert // the descriptor says so
+	}
+	// A wrapper of one field (a data table's Tenants) reads as that field.
+	if only := md.Fields(); only.Len() == 1 {
+		return cell(only.Get(0), v.Message().Get(only.Get(0)))
+	}
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(v.Message().Interface())
+	if err != nil {
+		return err.Error()
+	}
+	var c bytes.Buffer
+	if json.Compact(&c, b) != nil {
+		return string(b)
+	}
+	return c.String()
+}
+
+// enumName is a value's name, or its number when this build does not know it (a newer server).
+func enumName(ed protoreflect.EnumDescriptor, n protoreflect.EnumNumber) string {
+	if ev := ed.Values().ByNumber(n); ev != nil {
+		return string(ev.Name())
+	}
+	return strconv.Itoa(int(n))
 }
 
 // Time prints a timestamp in RFC 3339, UTC, to the second; "" when unset.
