@@ -34,41 +34,8 @@ func (a *app) auditCmd() *cobra.Command {
 		return auditv1.NewAuditServiceClient(conn), err
 	}
 
-	req := &auditv1.ListAuditEventsRequest{}
-	var since, until string
-	var listPaging *paging
-	listCmd := serviceArg(&cobra.Command{
-		Use:   "list policy|roleset|billing",
-		Short: "ListAuditEvents, oldest first, with filters (--workspace filters too; a context's default does not)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ac, err := client(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			req.Workspace = a.flags.Workspace
-			if req.StartTime, err = when("--since", since); err != nil {
-				return err
-			}
-			if req.EndTime, err = when("--until", until); err != nil {
-				return err
-			}
-			return listPages(a, listPaging, func(size int32, token string) ([]*auditv1.AuditEvent, string, error) {
-				req.PageSize, req.PageToken = size, token
-				resp, err := ac.ListAuditEvents(cmd.Context(), req)
-				return resp.GetEvents(), resp.GetNextPageToken(), err
-			}, eventColumns...)
-		},
-	})
-	listPaging = addPaging(listCmd)
-	f := listCmd.Flags()
-	f.StringVar(&req.Actor, "actor", "", "only events of this actor (username, job id or token id)")
-	f.StringVar(&req.Outcome, "outcome", "", "only granted, refused or failed events")
-	f.StringVar(&req.Rule, "rule", "", "only events whose rule is this reason (e.g. ERROR_REASON_INLINE_CODE)")
-	f.StringVar(&req.Object, "object", "", "only events whose object contains this text")
-	f.StringVar(&req.Class, "class", "", "only events of this class (credential, token, builder, settings, ...)")
-	f.StringVar(&req.Rpc, "rpc", "", "only events of this gRPC method (full name)")
-	f.StringVar(&since, "since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")
-	f.StringVar(&until, "until", "", "only events before this time (RFC 3339, or a duration ago)")
+	listCmd := listCommand(a, "audit event, oldest first (--workspace filters; a context's default does not)", "",
+		auditv1.NewAuditServiceClient, auditv1.AuditServiceClient.ListAuditEvents, true, eventColumns...)
 
 	var after int64
 	var limit int
@@ -93,7 +60,7 @@ func (a *app) auditCmd() *cobra.Command {
 				if err != nil {
 					return ended(cmd.Context(), err)
 				}
-				if err := output.Page(a.out, []*auditv1.AuditEvent{m.GetEvent()}, n == 0, eventColumns...); err != nil {
+				if err := output.Page(a.out, m.GetEvent().ProtoReflect().Descriptor(), []*auditv1.AuditEvent{m.GetEvent()}, n == 0, eventColumns...); err != nil {
 					return err
 				}
 			}

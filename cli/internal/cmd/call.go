@@ -1,13 +1,9 @@
 package cmd
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/millwright/millwright/cli/internal/output"
 )
 
 // call is every unary command: connect to svc, call rpc on the generated client and print
@@ -49,28 +45,4 @@ func addPaging(c *cobra.Command) *paging {
 	c.Flags().StringVar(&p.token, "page-token", "", "the page to start at (printed after a page that has more)")
 	c.Flags().BoolVar(&p.all, "all", false, "follow next_page_token to the last page")
 	return p
-}
-
-// listPages is every paged List command: fetch one page (page_size, page_token) at a time and
-// print it as a table (or JSON lines), following next_page_token with --all; otherwise the
-// token of the next page goes to stderr, so that stdout stays the data.
-func listPages[T proto.Message](a *app, p *paging, fetch func(size int32, token string) ([]T, string, error), only ...string) error {
-	token := p.token
-	for head := true; ; head = false {
-		items, next, err := fetch(p.size, token)
-		if err != nil {
-			return err
-		}
-		if err := output.Page(a.out, items, head, only...); err != nil {
-			return err
-		}
-		if next == "" {
-			return nil
-		}
-		if !p.all {
-			fmt.Fprintf(a.Stderr, "more: --page-token %s (or --all)\n", next)
-			return nil
-		}
-		token = next
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,7 +33,7 @@ func TestExitCode(t *testing.T) {
 		{status.Error(codes.Internal, ""), ExitError},
 		{errors.New("unknown flag"), ExitError},
 	} {
-		assert.Equal(t, tc.want, exitCode(tc.err), "%v", tc.err)
+		require.Equal(t, tc.want, exitCode(tc.err), "%v", tc.err)
 	}
 }
 
@@ -58,7 +57,7 @@ func TestSettingsPatch(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.want.String(), got.String())
+			require.Equal(t, tc.want.String(), got.String())
 		})
 	}
 }
@@ -66,13 +65,13 @@ func TestSettingsPatch(t *testing.T) {
 func TestWhen(t *testing.T) {
 	ts, err := when("--since", "2026-01-02T03:04:05Z")
 	require.NoError(t, err)
-	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ts.AsTime())
+	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ts.AsTime())
 	ts, err = when("--since", "1h")
 	require.NoError(t, err)
-	assert.WithinDuration(t, time.Now().Add(-time.Hour), ts.AsTime(), time.Minute)
+	require.WithinDuration(t, time.Now().Add(-time.Hour), ts.AsTime(), time.Minute)
 	ts, err = when("--since", "")
 	require.NoError(t, err)
-	assert.Nil(t, ts)
+	require.Nil(t, ts)
 	_, err = when("--since", "yesterday")
 	require.ErrorContains(t, err, "RFC 3339")
 }
@@ -101,8 +100,8 @@ func TestMainOffline(t *testing.T) {
 		{[]string{"check", "flow", "--action", "publish", "-w", "w", "-"}, ExitError, `--action "publish"`},
 	} {
 		code, _, stderr := run("{}", tc.args...)
-		assert.Equal(t, tc.code, code, "%v", tc.args)
-		assert.Contains(t, stderr, tc.stderr, "%v", tc.args)
+		require.Equal(t, tc.code, code, "%v", tc.args)
+		require.Contains(t, stderr, tc.stderr, "%v", tc.args)
 	}
 
 	t.Chdir(dir)
@@ -110,19 +109,19 @@ func TestMainOffline(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	code, stdout, _ := run("", "context", "list")
 	require.Equal(t, ExitOK, code)
-	assert.Contains(t, stdout, "file "+filepath.Join(dir, "tok"))
+	require.Contains(t, stdout, "file "+filepath.Join(dir, "tok"))
 	code, _, stderr = run("mwu_secret\n", "context", "add", "inline", "--token-stdin", "--use")
 	require.Equal(t, ExitOK, code, stderr)
 	code, stdout, _ = run("", "context", "list")
 	require.Equal(t, ExitOK, code)
-	assert.NotContains(t, stdout, "mwu_secret", "a token is never printed")
-	assert.Regexp(t, `\* +inline .* set\n`, stdout)
+	require.NotContains(t, stdout, "mwu_secret", "a token is never printed")
+	require.Regexp(t, `\* +inline .* set\n`, stdout)
 	code, stdout, _ = run("", "context", "current")
 	require.Equal(t, ExitOK, code)
-	assert.Contains(t, stdout, "token: set (context inline)")
+	require.Contains(t, stdout, "token: set (context inline)")
 	code, _, _ = run("", "context", "remove", "inline")
 	require.Equal(t, ExitOK, code)
 	code, _, stderr = run("", "context", "use", "inline")
-	assert.Equal(t, ExitError, code)
-	assert.Contains(t, stderr, `no context "inline"`)
+	require.Equal(t, ExitError, code)
+	require.Contains(t, stderr, `no context "inline"`)
 }

@@ -40,19 +40,6 @@ func (a *app) seatsCmd() *cobra.Command {
 			})
 		}),
 	}
-	reports := &cobra.Command{Use: "reports", Short: "The daily usage reports (ListUsageReports), newest first", Args: cobra.NoArgs}
-	pg := addPaging(reports)
-	reports.RunE = func(cmd *cobra.Command, _ []string) error {
-		conn, err := a.conn(cmd.Context(), billing)
-		if err != nil {
-			return err
-		}
-		bc := billingv1.NewBillingServiceClient(conn)
-		return listPages(a, pg, func(size int32, token string) ([]*billingv1.UsageReport, string, error) {
-			resp, err := bc.ListUsageReports(cmd.Context(), &billingv1.ListUsageReportsRequest{PageSize: size, PageToken: token})
-			return resp.GetReports(), resp.GetNextPageToken(), err
-		})
-	}
-	c.AddCommand(capCmd, price, reports)
+	c.AddCommand(capCmd, price, a.usageReports())
 	return c
 }

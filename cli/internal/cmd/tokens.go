@@ -42,7 +42,7 @@ func (a *app) tokensCmd() *cobra.Command {
 			})
 		}),
 	}
-	get, list := a.tokenReadBack()
-	c.AddCommand(create, revoke, get, list)
+	c.AddCommand(create, revoke)
+	c.AddCommand(a.tokenReadBack()...)
 	return c
 }

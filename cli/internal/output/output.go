@@ -177,15 +177,11 @@ type Column[T any] struct {
 	Value func(T) string
 }
 
-// Table prints rows: as JSON lines, or aligned columns under their headings, one per field
-// of T (or only the fields named in only, in that order: an audit event has too many).
-func Table[T proto.Message](p *Printer, rows []T, only ...string) error {
-	return Page(p, rows, true, only...)
-}
-
-// Page is Table for one page of a paged list: head says whether to print the headings (a
-// later page continues the first page's table).
-func Page[T proto.Message](p *Printer, rows []T, head bool, only ...string) error {
+// Page prints one page of a list of md (rows of its type): as JSON lines, or as aligned
+// columns, one per field of md (nested fields flattened), under headings when head is set (a
+// later page continues the first page's table; an empty first page still names its columns).
+// only names the columns to show ("seq", "run.job_id"), in order; none shows every field.
+func Page[T proto.Message](p *Printer, md protoreflect.MessageDescriptor, rows []T, head bool, only ...string) error {
 	if p.JSON {
 		for _, r := range rows {
 			if err := JSONLine(p.Out, r); err != nil {
@@ -194,13 +190,11 @@ func Page[T proto.Message](p *Printer, rows []T, head bool, only ...string) erro
 		}
 		return nil
 	}
-	var zero T
-	cols := elementColumns(zero.ProtoReflect().Descriptor(), only)
 	msgs := make([]protoreflect.Message, len(rows))
 	for i, r := range rows {
 		msgs[i] = r.ProtoReflect()
 	}
-	return Rows(p.Out, cols, msgs, head)
+	return Rows(p.Out, elementColumns(md, only), msgs, head)
 }
 
 // Rows prints rows as aligned columns, with the heading line when head is set; an empty

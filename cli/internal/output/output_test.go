@@ -65,25 +65,41 @@ func TestTable(t *testing.T) {
 	roles := []*rolesetv1.Role{{RoleId: "1", Name: "sales", Enabled: true}, {RoleId: "22", Name: "ops"}}
 	for _, tc := range []struct {
 		name string
+		rows []*rolesetv1.Role
 		json bool
 		head bool
 		only []string
 		want string
 	}{
-		{name: "chosen columns", head: true, only: []string{"name", "enabled"},
+		{name: "chosen columns", rows: roles, head: true, only: []string{"name", "enabled"},
 			want: "NAME   ENABLED\nsales  true\nops    false\n"},
-		{name: "a later page has no headings", only: []string{"role_id", "name"},
+		{name: "an empty list names its columns", head: true, only: []string{"name", "enabled"}, want: "NAME  ENABLED\n"},
+		{name: "a timestamp in one cell", rows: []*rolesetv1.Role{{CreateTime: &timestamppb.Timestamp{Seconds: 1}}}, head: true,
+			only: []string{"create_time"}, want: "CREATE_TIME\n1970-01-01T00:00:01Z\n"},
+		{name: "a later page has no headings", rows: roles, only: []string{"role_id", "name"},
 			want: "1   sales\n22  ops\n"},
-		{name: "JSON lines", json: true, head: true,
+		{name: "JSON lines", rows: roles, json: true, head: true,
 			want: `{"role_id":"1","cluster_id":"","name":"sales","enabled":true,"oid":0,"create_time":null}` + "\n" +
 				`{"role_id":"22","cluster_id":"","name":"ops","enabled":false,"oid":0,"create_time":null}` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			require.NoError(t, output.Page(&output.Printer{Out: &b, JSON: tc.json}, roles, tc.head, tc.only...))
+			require.NoError(t, output.Page(&output.Printer{Out: &b, JSON: tc.json}, roles[0].ProtoReflect().Descriptor(), tc.rows, tc.head, tc.only...))
 			assert.Equal(t, tc.want, b.String())
 		})
 	}
+}
+
+// TestTableNested: a nested message's fields are columns of their own (a list of runs).
+func TestTableNested(t *testing.T) {
+	runs := []*policyv1.GetRunResponse{{Run: &policyv1.RunIdentity{JobId: "j1", PermissionedAs: "u/alice"}}}
+	var b bytes.Buffer
+	md := runs[0].ProtoReflect().Descriptor()
+	require.NoError(t, output.Page(&output.Printer{Out: &b}, md, runs, true, "run.job_id", "run.permissioned_as", "finish_time"))
+	assert.Equal(t, "RUN.JOB_ID  RUN.PERMISSIONED_AS  FINISH_TIME\nj1          u/alice              -\n", b.String())
+	b.Reset()
+	require.NoError(t, output.Page(&output.Printer{Out: &b}, md, runs, true))
+	assert.Contains(t, b.String(), "RUN.WORKSPACE  RUN.JOB_ID")
 }
 
 func TestError(t *testing.T) {
