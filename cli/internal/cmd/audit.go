@@ -28,12 +28,6 @@ func (a *app) auditCmd() *cobra.Command {
 		cmd.ValidArgs = services
 		return cmd
 	}
-	// client connects to the service named by the command's argument.
-	client := func(cmd *cobra.Command, svc string) (auditv1.AuditServiceClient, error) {
-		conn, err := a.conn(cmd.Context(), svc)
-		return auditv1.NewAuditServiceClient(conn), err
-	}
-
 	listCmd := listCommand(a, "audit event, oldest first (--workspace filters; a context's default does not)", "",
 		auditv1.NewAuditServiceClient, auditv1.AuditServiceClient.ListAuditEvents, true, eventColumns...)
 
@@ -44,11 +38,11 @@ func (a *app) auditCmd() *cobra.Command {
 		Short:       "WatchAuditEvents: follow new events until Ctrl-C (--after 0: every retained one first)",
 		Annotations: map[string]string{streaming: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ac, err := client(cmd, args[0])
+			conn, err := a.conn(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			s, err := ac.WatchAuditEvents(cmd.Context(), &auditv1.WatchAuditEventsRequest{AfterSeq: after})
+			s, err := auditv1.NewAuditServiceClient(conn).WatchAuditEvents(cmd.Context(), &auditv1.WatchAuditEventsRequest{AfterSeq: after})
 			if err != nil {
 				return err
 			}
