@@ -2,8 +2,8 @@
 SHELL   := /usr/bin/env bash
 BIN     := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
-PKGS    := ./pkg/... ./services/policy/... ./services/roleset/... ./services/billing/... ./gateway/... ./deploy/...
-CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./services/billing/cmd/billing ./gateway/cmd/gateway ./gateway/cmd/demo
+PKGS    := ./pkg/... ./services/policy/... ./services/roleset/... ./services/billing/... ./gateway/... ./deploy/... ./cli/...
+CMDS    := ./services/policy/cmd/policy ./services/roleset/cmd/roleset ./services/billing/cmd/billing ./gateway/cmd/gateway ./gateway/cmd/demo ./cli/cmd/millwright
 # -race roughly doubles CPU time; on 2 cores the suite stays well under the 15 minute budget.
 TESTFLAGS ?= -race -count=1 -timeout=12m
 
@@ -33,7 +33,7 @@ $(BIN)/golangci-lint: scripts/tools/golangci-lint/go.mod scripts/tools/golangci-
 	cd scripts/tools/golangci-lint && GOWORK=off GOBIN=$(BIN) go install tool
 
 # Every module of the workspace (go.work).
-MODULES := pkg services/policy services/roleset services/billing gateway deploy
+MODULES := pkg services/policy services/roleset services/billing gateway deploy cli
 
 generate: tools ## regenerate pkg/gen, gateway/openapi and pkg/apidesc (documented descriptors) from proto/
 	buf format -w --path proto/millwright

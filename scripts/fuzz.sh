@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-30s}
-grep -rl --include='*_test.go' '^func Fuzz' pkg services gateway | sort | while read -r f; do
+grep -rl --include='*_test.go' '^func Fuzz' pkg services gateway cli | sort | while read -r f; do
   dir=./$(dirname "$f")
   for name in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
     echo "== $dir $name ($T)"

@@ -54,7 +54,12 @@ func TestREADMEWalkthrough(t *testing.T) {
 
 	wd := t.TempDir()
 	require.NoError(t, os.Symlink(st.Dir, filepath.Join(wd, ".run")))
-	env := append(cleanEnv(), "PATH="+grpcurlDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// bin/millwright, as make run builds it; its addresses are the stack's (the README's
+	// blocks rely on the CLI's defaults, make run's), its contexts kept in wd.
+	require.NoError(t, os.Symlink(filepath.Dir(st.Bin("millwright")), filepath.Join(wd, "bin")))
+	env := append(cleanEnv(), "PATH="+grpcurlDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"MILLWRIGHT_CONFIG="+filepath.Join(wd, "millwright.json"),
+		"MILLWRIGHT_POLICY_ADDR="+st.Policy, "MILLWRIGHT_ROLESET_ADDR="+st.Roleset, "MILLWRIGHT_BILLING_ADDR="+st.Billing)
 	redirect := strings.NewReplacer(
 		"localhost:50051", st.Policy, "localhost:50052", st.Roleset,
 		"localhost:50053", st.Billing, "localhost:8080", st.HTTPA)

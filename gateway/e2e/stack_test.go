@@ -217,7 +217,8 @@ func (s *Stack) DemoEnv(t testing.TB) []string {
 	}
 }
 
-// Bin is the path of one of the binaries the stack runs (policy, roleset, billing, gateway, demo).
+// Bin is the path of one of the binaries the stack runs (policy, roleset, billing, gateway,
+// demo) or of the CLI (millwright).
 func (s *Stack) Bin(name string) string { return filepath.Join(s.bin, name) }
 
 // Addrs lists every address the stack listens on.
@@ -239,7 +240,7 @@ func StartStack(t testing.TB) *Stack {
 	bin := filepath.Join(dir, "bin")
 	build := exec.Command("go", "build", "-o", bin+"/",
 		"./services/policy/cmd/policy", "./services/roleset/cmd/roleset",
-		"./services/billing/cmd/billing", "./gateway/cmd/gateway", "./gateway/cmd/demo")
+		"./services/billing/cmd/billing", "./gateway/cmd/gateway", "./gateway/cmd/demo", "./cli/cmd/millwright")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
