@@ -72,7 +72,12 @@ func TestCLIGolden(t *testing.T) {
 		{name: "explain-json", token: "job-bob", args: []string{"explain", "--json", "datatable://main?as=viewer"}},
 		{name: "permissions-get", token: "admin-token", args: []string{"permissions", "get", "-w", "demo", "main"}},
 		{name: "clusters-list", token: "admin-token", args: []string{"clusters", "list"}},
-		{name: "roles-list", token: "admin-token", args: []string{"roles", "list", "--json", "--cluster", "local"}}, // JSON: an oid is the cluster's
+		{name: "roles-list", token: "admin-token", args: []string{"roles", "list", "--json", "--cluster-id", "local"}}, // JSON: an oid is the cluster's
+		{name: "roles-list-prefix", token: "admin-token", args: []string{"roles", "list", "--cluster-id", "local", "--name-prefix", "sales_e", "--json"}},
+		{name: "clusters-get", token: "admin-token", args: []string{"clusters", "get", "local"}},
+		{name: "datatables-list", token: "admin-token", args: []string{"datatables", "list", "-w", "demo"}},
+		{name: "datatables-get", token: "admin-token", args: []string{"datatables", "get", "-w", "demo", "main"}},
+		{name: "datatables-get-missing", token: "admin-token", args: []string{"datatables", "get", "-w", "demo", "nope"}, code: 1},
 		{name: "tokens-create", token: "ada-token", args: []string{"tokens", "create", "-w", "demo", "--username", "ada", "--label", "cli"}},
 		{name: "tokens-revoke", token: "ada-token", args: []string{"tokens", "revoke", "-w", "demo"}, argFrom: regexp.MustCompile(`token_id: +(\S+)`)},
 		{name: "tokens-create-for-another", token: "ada-token", args: []string{"tokens", "create", "-w", "demo", "--username", "alice"}, code: 1},

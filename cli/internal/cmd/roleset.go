@@ -12,14 +12,8 @@ import (
 
 func (a *app) clustersCmd() *cobra.Command {
 	c := &cobra.Command{Use: "clusters", Short: "Target PostgreSQL clusters (roleset's ClusterService)", GroupID: "admin"}
-	c.AddCommand(&cobra.Command{
-		Use: "list", Short: "ListClusters", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return call(a, cmd, roleset, rolesetv1.NewClusterServiceClient, func(c rolesetv1.ClusterServiceClient) (*rolesetv1.ListClustersResponse, error) {
-				return c.ListClusters(cmd.Context(), &rolesetv1.ListClustersRequest{})
-			})
-		},
-	})
+	c.AddCommand(getCommand(a, "cluster (never its password)", roleset, rolesetv1.NewClusterServiceClient, rolesetv1.ClusterServiceClient.GetCluster, "cluster_id"),
+		listCommand(a, "registered cluster", roleset, rolesetv1.NewClusterServiceClient, rolesetv1.ClusterServiceClient.ListClusters, false))
 	req := &rolesetv1.UpsertClusterRequest{}
 	var passwordFile string
 	upsert := &cobra.Command{
@@ -49,14 +43,6 @@ func (a *app) clustersCmd() *cobra.Command {
 func (a *app) rolesCmd() *cobra.Command {
 	c := &cobra.Command{Use: "roles", Short: "The roles of a cluster (roleset's RoleService)", GroupID: "admin"}
 	var cluster string
-	listCmd := &cobra.Command{
-		Use: "list", Short: "ListRoles of --cluster", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return call(a, cmd, roleset, rolesetv1.NewRoleServiceClient, func(c rolesetv1.RoleServiceClient) (*rolesetv1.ListRolesResponse, error) {
-				return c.ListRoles(cmd.Context(), &rolesetv1.ListRolesRequest{ClusterId: cluster})
-			})
-		},
-	}
 	create := &cobra.Command{
 		Use: "create NAME", Short: "CreateRole NAME on --cluster", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,9 +51,7 @@ func (a *app) rolesCmd() *cobra.Command {
 			})
 		},
 	}
-	for _, cc := range []*cobra.Command{listCmd, create} {
-		cc.Flags().StringVar(&cluster, "cluster", "", "the cluster id")
-	}
+	create.Flags().StringVar(&cluster, "cluster", "", "the cluster id")
 	var enabled bool
 	var name string
 	update := &cobra.Command{
@@ -95,7 +79,9 @@ func (a *app) rolesCmd() *cobra.Command {
 			})
 		},
 	}
-	c.AddCommand(listCmd, create, update, del)
+	c.AddCommand(getCommand(a, "catalog role", roleset, rolesetv1.NewRoleServiceClient, rolesetv1.RoleServiceClient.GetRole, "role_id"),
+		listCommand(a, "catalog role of --cluster-id", roleset, rolesetv1.NewRoleServiceClient, rolesetv1.RoleServiceClient.ListRoles, false),
+		create, update, del)
 	return c
 }
 
@@ -136,7 +122,10 @@ func (a *app) datatablesCmd() *cobra.Command {
 	upsert.Flags().StringVar(&req.DefaultRole, "default-role", "", "the role of a viewer no tenant names")
 	upsert.Flags().BoolVar(&viewer, "viewer-access", false, "whether jobs may ask for ?as=viewer")
 	upsert.Flags().StringVar(&mode, "credential-mode", "", "direct or proxy (default: the service's)")
-	c.AddCommand(upsert)
+	c.AddCommand(getCommand(a, "data table of the workspace (never its admin password)", roleset, rolesetv1.NewDatatableServiceClient,
+		rolesetv1.DatatableServiceClient.GetDatatable, "name"),
+		listCommand(a, "data table of the workspace", roleset, rolesetv1.NewDatatableServiceClient, rolesetv1.DatatableServiceClient.ListDatatables, false),
+		upsert)
 	return c
 }
 
