@@ -61,29 +61,23 @@ func (s *catalogServer) ListReadable(ctx context.Context, req *policyv1.ListRead
 	}
 	k, _ := kinds.fromProto(req.GetKind()) // unspecified: "" = every kind
 	filters := fmt.Sprint(req.GetWorkspace(), "|", who, "|", k)
-	after, err := paging.Decode(req.GetPageToken(), filters, 2)
+	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken(), filters, 2)
 	if err != nil {
 		return nil, err
 	}
+	after := pg.After
 	if after == nil {
 		after = []string{"", ""}
 	}
-	limit, err := paging.Size(req.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	items, more, err := s.h.Store.ListReadable(ctx, who, req.GetWorkspace(), k, after[0], after[1], limit)
+	items, err := s.h.Store.ListReadable(ctx, who, req.GetWorkspace(), k, after[0], after[1], pg.Limit())
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out := &policyv1.ListReadableResponse{}
+	items, next := paging.Next(pg, items, func(it store.Item) []string { return []string{string(it.Kind), it.Path} })
+	out := &policyv1.ListReadableResponse{NextPageToken: next}
 	for _, it := range items {
 		out.Runnables = append(out.Runnables, &policyv1.Runnable{Kind: kinds.toProto(it.Kind), Path: it.Path,
 			LatestHash: it.LatestHash, OnBehalfOf: it.OnBehalfOf})
-	}
-	if more {
-		last := items[len(items)-1]
-		out.NextPageToken = paging.Encode(filters, string(last.Kind), last.Path)
 	}
 	return out, nil
 }

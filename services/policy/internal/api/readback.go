@@ -34,18 +34,15 @@ func list[T any](ctx context.Context, h *handlers, ws string, req pageReq, filte
 	if err != nil {
 		return nil, "", err
 	}
-	after, err := paging.Decode(req.GetPageToken(), filters, keyParts)
+	pg, err := paging.Parse(req.GetPageSize(), req.GetPageToken(), filters, keyParts)
 	if err != nil {
 		return nil, "", err
 	}
-	limit, err := paging.Size(req.GetPageSize())
-	if err != nil {
-		return nil, "", err
-	}
+	after := pg.After
 	if after == nil {
 		after = make([]string, keyParts) // "" sorts before every name and id
 	}
-	rows, next, err := read(c, after, limit)
+	rows, next, err := read(c, after, pg.Size)
 	if errors.Is(err, store.ErrBadKey) {
 		return nil, "", errs.InvalidField("page_token", paging.RuleToken, "page_token is not a token this service issued")
 	}

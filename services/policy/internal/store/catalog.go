@@ -160,15 +160,16 @@ func (s *Store) ReadablePaths(ctx context.Context, caller, workspace string, ref
 	return out, nil
 }
 
-// ListReadable lists the items of kind ("" for all) the caller can read after (afterKind,
-// afterPath), sorted by kind then path, at most limit, through the same row-level-security
-// policy as ReadablePaths; more says whether another page follows.
-func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind rulebook.Kind, afterKind, afterPath string, limit int) (items []Item, more bool, err error) {
-	err = s.asCaller(ctx, workspace, caller, func(tx pgx.Tx) error {
+// ListReadable lists at most limit items of kind ("" for all) the caller can read after
+// (afterKind, afterPath), sorted by kind then path, through the same row-level-security policy
+// as ReadablePaths.
+func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind rulebook.Kind, afterKind, afterPath string, limit int) ([]Item, error) {
+	var items []Item
+	err := s.asCaller(ctx, workspace, caller, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT kind, path, coalesce(latest_hash, ''), on_behalf_of FROM catalog_item
 			WHERE workspace_id = $1 AND ($2 = '' OR kind = $2) AND (kind, path) > ($3, $4)
-			ORDER BY kind, path LIMIT $5`, workspace, string(kind), afterKind, afterPath, limit+1)
+			ORDER BY kind, path LIMIT $5`, workspace, string(kind), afterKind, afterPath, limit)
 		if err != nil {
 			return err
 		}
@@ -181,10 +182,7 @@ func (s *Store) ListReadable(ctx context.Context, caller, workspace string, kind
 		})
 		return err
 	})
-	if len(items) > limit {
-		return items[:limit], true, err
-	}
-	return items, false, err
+	return items, err
 }
 
 // PinnedVersions returns the subset of pins that name a stored version of that very script

@@ -89,7 +89,7 @@ func TestReadableTable(t *testing.T) {
 	for _, tc := range readableTable {
 		t.Run(tc.user, func(t *testing.T) {
 			got, err := s.ReadablePaths(ctx, tc.user, "w", refs)
-			items, _, lerr := s.ListReadable(ctx, tc.user, "w", "", "", "", 500)
+			items, lerr := s.ListReadable(ctx, tc.user, "w", "", "", "", 500)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				require.ErrorIs(t, lerr, tc.wantErr)
