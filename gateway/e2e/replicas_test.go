@@ -338,7 +338,7 @@ type replicasB struct {
 // three are SERVING. They are stopped at cleanup (before the stack: cleanups run last first).
 func startReplicasB(t *testing.T, st *Stack) replicasB {
 	t.Helper()
-	ports := repFreePorts(t, 6)
+	ports := freePorts(t, 6)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	b := replicasB{policy: addr(0), roleset: addr(1), billing: addr(2), metrics: []string{addr(3), addr(4), addr(5)}}
 
@@ -425,18 +425,6 @@ func startReplicasB(t *testing.T, st *Stack) replicasB {
 }
 
 // freePortsN returns n distinct ports that were free a moment ago.
-func repFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer l.Close() // held until all are picked, so they are distinct
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
 // poll calls cond every 10 ms until it holds, failing the test with cond's last description
 // once d has passed.
 func repPoll(t *testing.T, d time.Duration, cond func() (bool, string)) {

@@ -23,6 +23,8 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/millwright/millwright/pkg/servicetest"
 )
 
 // needsStack skips t under -short: it starts the whole stack.
@@ -246,12 +248,12 @@ func StartStack(t testing.TB) *Stack {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	ports := freePorts(t, 9)
+	ports, metrics := freePorts(t, 6), servicetest.FreeRun(t, 3)
 	host := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	st := &Stack{
 		Dir: filepath.Join(dir, "run"), Policy: host(ports[0]), Roleset: host(ports[1]),
-		Billing: host(ports[2]), HTTPA: host(ports[3]), Proxy: host(ports[8]), pg: host(ports[7]), pgPort: ports[7],
-		metrics: []string{host(ports[4]), host(ports[4] + 1), host(ports[4] + 2)},
+		Billing: host(ports[2]), HTTPA: host(ports[3]), Proxy: host(ports[5]), pg: host(ports[4]), pgPort: ports[4],
+		metrics: []string{host(metrics), host(metrics + 1), host(metrics + 2)},
 		root:    root, bin: bin, log: filepath.Join(dir, "stack.log"),
 	}
 	st.HTTP = "http://" + st.HTTPA
@@ -364,37 +366,27 @@ func repoRoot(t testing.TB) string {
 	return dir
 }
 
-// freePorts returns n ports that were free a moment ago; the last-but-three run consecutive
-// (metrics ports are a base and the next two).
+// freePorts returns n ports that were free a moment ago (servicetest.FreePort).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if len(ports) == 4 { // the metrics base: need p, p+1, p+2 free
-			ok := true
-			for i := 1; i <= 2; i++ {
-				if c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i)); err != nil {
-					ok = false
-				} else {
-					c.Close()
-				}
-			}
-			if !ok {
-				continue
-			}
-			ports = append(ports, p, p+1, p+2)
-			continue
-		}
-		ports = append(ports, p)
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = servicetest.FreeRun(t, 1)
 	}
 	return ports
 }
 
+// tail is the end of a stack log for a failure message, without the gateway's /healthz
+// lines, which the readiness poll writes four times a second and which would push out the
+// lines that say what went wrong.
 func tail(s string, n int) string {
+	var keep []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.Contains(line, `"path":"/healthz"`) {
+			keep = append(keep, line)
+		}
+	}
+	s = strings.Join(keep, "\n")
 	if len(s) > n {
 		return s[len(s)-n:]
 	}

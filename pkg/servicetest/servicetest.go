@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,15 +44,6 @@ func Build(t testing.TB, pkg string, flags ...string) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build %s: %s", pkg, out)
 	return bin
-}
-
-// FreeAddr returns a loopback address that was free a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // Bearer returns a context whose outgoing calls carry "authorization: Bearer token" (none when
