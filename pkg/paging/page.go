@@ -9,6 +9,13 @@ type Page struct {
 	filters string
 }
 
+// Request is what every List request has (the generated getters of page_size and
+// page_token).
+type Request interface {
+	GetPageSize() int32
+	GetPageToken() string
+}
+
 // Parse checks a request's page_size and page_token (the token must have been issued for
 // these filters, with n key parts); a bad one is InvalidArgument naming its field.
 func Parse(size int32, token, filters string, n int) (Page, error) {

@@ -19,16 +19,10 @@ import (
 // The read-back API (issue 17): a Get and a List for every resource that can be created.
 // Authorization is Rules'; a List is one page (pkg/paging), read by key.
 
-// pageReq is what every List request has.
-type pageReq interface {
-	GetPageSize() int32
-	GetPageToken() string
-}
-
 // list is the shape of every List handler: authorize on ws, decode the page token against
 // the request's filters (any string naming them), read one page after that key ("" parts: the
 // first page) and encode the token of the page after it, if any (store.keyset decides).
-func list[T any](ctx context.Context, h *handlers, ws string, req pageReq, filters string, keyParts int,
+func list[T any](ctx context.Context, h *handlers, ws string, req paging.Request, filters string, keyParts int,
 	read func(c Caller, after []string, limit int) ([]T, []string, error)) ([]T, string, error) {
 	c, err := h.authorize(ctx, ws)
 	if err != nil {

@@ -192,16 +192,11 @@ func (h *Server) GetCluster(ctx context.Context, req *rolesetv1.GetClusterReques
 	return &rolesetv1.GetClusterResponse{Cluster: clusterToProto(c)}, nil
 }
 
-type pageRequest interface {
-	GetPageSize() int32
-	GetPageToken() string
-}
-
 // adminList is the shape of every roleset List: the admin rule (as asAdmin), the request's page
 // (pkg/paging, its token bound to the filter f), one read of Limit rows matching f after the
 // page's key (one key column: ids and names are unique within every List's filter), the page
 // converted and answered.
-func adminList[F fmt.Stringer, T, P, R any](ctx context.Context, req pageRequest, f F, read func(context.Context, F, string, int) ([]T, error),
+func adminList[F fmt.Stringer, T, P, R any](ctx context.Context, req paging.Request, f F, read func(context.Context, F, string, int) ([]T, error),
 	key func(T) string, conv func(T) P, answer func(page []P, next string) R) (R, error) {
 	var zero R
 	if err := requireAdmin(ctx); err != nil {

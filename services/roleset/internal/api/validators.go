@@ -31,7 +31,7 @@ func datatableName(field, v string) error {
 
 // pageSize is every List's page_size rule (its page_token is checked by the handler, which
 // knows the filters the token must have been issued for).
-func pageSize(m pageRequest) error {
+func pageSize(m paging.Request) error {
 	_, err := paging.Size(m.GetPageSize())
 	return err
 }
