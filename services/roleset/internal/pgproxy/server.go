@@ -613,6 +613,12 @@ func (s *Server) forwardCancel(ctx context.Context, key CancelKey) {
 // relay copies bytes both ways until either side ends, then closes both (or leaves the
 // upstream to CloseSessions, which terminates its backend before closing it). Nothing is
 // parsed.
+//
+// A client that closes sends Terminate and its FIN together; the server, on Terminate,
+// closes too, and on a loaded machine the upstream's end can be read before the client's.
+// So an upstream end waits up to endGrace for the client's direction to end as well, and
+// the session's end is the client's if it does (the upstream's error, if any, has already
+// been relayed to the client by then; only the close itself waits).
 func relay(client, up net.Conn, c *conn) {
 	done := make(chan struct{})
 	go func() {
@@ -621,9 +627,17 @@ func relay(client, up net.Conn, c *conn) {
 		c.closeAll(EndClient)
 	}()
 	copyHalf(client, up)
+	select {
+	case <-done:
+		return
+	case <-time.After(endGrace):
+	}
 	c.closeAll(EndUpstream)
 	<-done
 }
+
+// endGrace is how long an upstream end waits for the client's own (see relay).
+const endGrace = 250 * time.Millisecond
 
 // relayBufferSize is the size of the buffers relay copies through when a side is TLS: a TLS
 // record's largest plaintext, so that one read takes a record whole.
